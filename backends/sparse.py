@@ -1,0 +1,142 @@
+"""``sparse``: DGL-style generalized sparse-dense products over the in-CSR.
+
+* g-SpMM, node-parallel over destination rows. ``copy_u`` and ``u_mul_e`` with an edge weight per
+  head (``e`` varying only along leading feature dims, as GAT's ``[E, H, 1]``) are true SpMMs:
+  ``torch.sparse.mm`` on a CSR matrix for sum (the fastest sum kernel in torch on CPU),
+  torch-sparse's ``spmm_max``/``spmm_min`` for max/min (they return the arg-extreme CSR slot).
+  Other ops build messages in CSR order and reduce contiguous segments (``torch.segment_reduce``).
+* g-SDDMM, edge-parallel: gather both operands per edge, one broadcast op (see ``gsddmm``).
+
+Backward passes come from :mod:`unigraph.ops.gradients`: g-SpMM/g-SDDMM on the reverse graph,
+whose in-CSR is this graph's cached out-CSR, as in the DGL paper.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import warnings
+
+import torch
+from torch import Tensor
+
+from unigraph.backends.base import (
+    Availability, Backend, Request, apply_binary, arg_extreme_edges, gsddmm_by_gather, take_or_minus_one)
+from unigraph.ops.spec import broadcast_feature_shape
+from unigraph.structure import GraphTensors
+
+# Above this many per-head weight slices one SpMM per slice costs more than a segment reduce.
+MAX_SPMM_SLICES = 16
+# Dtypes torch's CPU sparse kernels implement; half precision takes the segment path there.
+SPARSE_KERNEL_DTYPES = (torch.float32, torch.float64)
+
+
+def _torch_sparse():
+    if importlib.util.find_spec("torch_sparse") is None:
+        return None
+    import torch_sparse
+    return torch_sparse
+
+
+def _csr_matrix(g: GraphTensors, values: Tensor) -> Tensor:
+    with warnings.catch_warnings():  # "sparse CSR support is in beta" is not news to us
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(g.in_ptr, g.in_src, values, size=(g.num_dst, g.num_src))
+
+
+def _spmm_plan(op: str, u: Tensor, e: Tensor | None) -> tuple[Tensor, Tensor | None, tuple] | None:
+    """Express the op as P independent SpMMs: ``u`` as ``[N, P, Q]``, one edge weight per slice
+    ``[E, P]`` (None for copy_u) and the output feature shape. None when the op is not of that form."""
+    if op == "copy_u":
+        return u.reshape(u.shape[0], 1, math.prod(u.shape[1:])), None, tuple(u.shape[1:])
+    if op != "u_mul_e":
+        return None
+    fu, fe = tuple(u.shape[1:]), tuple(e.shape[1:])
+    out = broadcast_feature_shape("mul", fu, fe)
+    if fu != out:
+        return None  # u itself is broadcast: not a plain product with a weight per slice
+    lead = len(fe)
+    while lead > 0 and fe[lead - 1] == 1:
+        lead -= 1
+    slices = math.prod(out[:lead])
+    if slices > MAX_SPMM_SLICES:
+        return None
+    weights = e.expand((e.shape[0],) + out[:lead] + fe[lead:]).reshape(e.shape[0], slices)
+    return u.reshape(u.shape[0], slices, math.prod(out) // slices), weights, out
+
+
+class SparseBackend(Backend):
+    name = "sparse"
+    summary = "DGL-style g-SpMM over CSR and g-SDDMM (torch.sparse / torch-sparse)"
+
+    def availability(self) -> Availability:
+        ts = _torch_sparse()
+        detail = "torch.sparse CSR" + (f" + torch-sparse {ts.__version__}" if ts else " (torch-sparse not installed)")
+        return Availability(True, detail)
+
+    def estimate_us(self, stats, request: Request) -> float:
+        from unigraph.backends.selector import cost_sparse
+        return cost_sparse(stats, request)
+
+    # ------------------------------------------------------------------ g-SpMM
+    def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):
+        plan = _spmm_plan(op, u, e) if u is not None and u.dtype in SPARSE_KERNEL_DTYPES else None
+        # torch-sparse divides by the row count of its dense operand (SIGFPE when it is empty):
+        # empty graphs and empty features take the segment path, which handles them.
+        nonempty = g.num_edges > 0 and plan is not None and plan[0].numel() > 0
+        if nonempty and (reduce == "sum" or _torch_sparse() is not None):
+            return self._spmm(g, reduce, *plan)
+        return self._segment_reduce(g, op, reduce, u, e)
+
+    def _spmm(self, g: GraphTensors, reduce: str, mat: Tensor, weights: Tensor | None, out_features: tuple):
+        num_slices = mat.shape[1]
+        csr_weights = weights.index_select(0, g.in_eid) if weights is not None else None
+        outs, args = [], []
+        for p in range(num_slices):
+            dense = mat[:, p].contiguous()
+            values = csr_weights[:, p].contiguous() if csr_weights is not None else None
+            if reduce == "sum":
+                ones = values if values is not None else dense.new_ones(g.num_edges)
+                outs.append(torch.sparse.mm(_csr_matrix(g, ones), dense))
+            else:
+                kernel = torch.ops.torch_sparse.spmm_max if reduce == "max" else torch.ops.torch_sparse.spmm_min
+                out, slot = kernel(g.in_ptr, g.in_src, values, dense)  # slot: CSR position, E if none
+                outs.append(out)
+                args.append(slot)
+        out = torch.stack(outs, dim=1) if num_slices > 1 else outs[0].unsqueeze(1)
+        out = out.reshape((g.num_dst,) + out_features)
+        if reduce == "sum":
+            return out, None, None
+        slot = torch.stack(args, dim=1).reshape(out.shape)
+        slot = torch.where(slot < g.num_edges, slot, -1)  # torch-sparse marks "no edge" with E
+        return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
+
+    def _segment_reduce(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):
+        """Messages in CSR order (contiguous per destination), then one segment reduce."""
+        u_rows = u.index_select(0, g.in_src) if u is not None else None
+        e_rows = e.index_select(0, g.in_eid) if e is not None else None
+        if op == "copy_u":
+            messages = u_rows
+        elif op == "copy_e":
+            messages = e_rows
+        else:
+            messages = apply_binary(op[2:5], u_rows, e_rows)
+        messages = messages.contiguous()
+        if g.num_edges == 0:
+            out = messages.new_zeros((g.num_dst,) + tuple(messages.shape[1:]))
+        else:
+            out = torch.segment_reduce(messages, reduce, offsets=g.in_ptr, axis=0)
+            if reduce != "sum":  # empty segments come back as -inf/+inf; the contract says 0
+                empty = (g.in_degrees() == 0).view(-1, *([1] * (out.dim() - 1)))
+                out = torch.where(empty, torch.zeros((), dtype=out.dtype), out)
+        if reduce == "sum":
+            return out, None, None
+        csr_rows = g.dst.index_select(0, g.in_eid)
+        slot = arg_extreme_edges(messages, csr_rows, out, g.num_dst)
+        return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
+
+    # ------------------------------------------------------------------ g-SDDMM
+    def gsddmm(self, g: GraphTensors, op: str, lhs, rhs, lhs_target: str, rhs_target: str) -> Tensor:
+        # torch.sparse.sampled_addmm would compute `dot` at the nonzeros only, but it coalesces
+        # repeated column indices (multi-edges) and can resize the index tensors it is given in
+        # place, so it is not safe on multigraphs; edge-parallel gathering is.
+        return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)

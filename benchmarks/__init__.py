@@ -1,0 +1,1 @@
+"""Benchmarks: kernel microbenchmarks, end-to-end epochs, sampling and scaling (see README)."""

@@ -1,0 +1,50 @@
+"""Shared test configuration.
+
+Hypothesis profiles: ``ci`` (default, quick) and ``thorough`` (many more examples), chosen with
+``UNIGRAPH_HYPOTHESIS_PROFILE=thorough``.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # for `benchmarks.peers` (the one DGL loader)
+    sys.path.insert(0, str(REPO_ROOT))
+
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", max_examples=400, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("UNIGRAPH_HYPOTHESIS_PROFILE", "ci"))
+
+PLANETOID_RAW = REPO_ROOT.parent / "shared" / "datasets" / "planetoid" / "raw"
+
+
+@pytest.fixture(autouse=True)
+def _reset_backend_choice():
+    """Every test starts from the default backend choice, whatever the previous one set."""
+    import unigraph
+    unigraph.set_backend(None)
+    yield
+    unigraph.set_backend(None)
+
+
+@pytest.fixture(scope="session")
+def dgl():
+    from benchmarks.peers import load_dgl
+    module = load_dgl()
+    if module is None:
+        pytest.skip("DGL is not installed (optional peer: pip install --no-deps dgl==2.1.0)")
+    return module
+
+
+@pytest.fixture(scope="session")
+def planetoid_root() -> pathlib.Path:
+    if not PLANETOID_RAW.is_dir():
+        pytest.skip(f"Planetoid raw files not found at {PLANETOID_RAW} (they live outside the project, in ../shared)")
+    return PLANETOID_RAW

@@ -1,0 +1,114 @@
+"""Choosing a backend: argument > use_backend > set_backend > UNIGRAPH_BACKEND > auto."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import unigraph
+from unigraph import ops
+from unigraph.backends import Backend, Request, all_backends, register, _REGISTRY, _STATUS
+from unigraph.backends.scatter import ScatterBackend
+
+
+class RecordingBackend(ScatterBackend):
+    """Scatter kernels under another name, recording which calls reached it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.calls = []
+
+    def gspmm(self, g, op, reduce, u, e):
+        self.calls.append(("gspmm", op))
+        return super().gspmm(g, op, reduce, u, e)
+
+    def estimate_us(self, stats, request):
+        return 1e9  # auto never picks it
+
+
+@pytest.fixture
+def recorders():
+    made = {name: register(RecordingBackend(name)) for name in ("rec_a", "rec_b", "rec_c", "rec_d")}
+    yield made
+    for name in made:
+        _REGISTRY.pop(name, None)
+        _STATUS.pop(name, None)
+
+
+def run(g):
+    return ops.gspmm(g, "copy_u", "sum", torch.ones(3, 2))
+
+
+def test_precedence(recorders, monkeypatch):
+    g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
+    monkeypatch.setenv("UNIGRAPH_BACKEND", "rec_d")
+    run(g)
+    assert recorders["rec_d"].calls == [("gspmm", "copy_u")]
+    unigraph.set_backend("rec_c")
+    run(g)
+    assert len(recorders["rec_c"].calls) == 1
+    with unigraph.use_backend("rec_b"):
+        run(g)
+        assert len(recorders["rec_b"].calls) == 1
+        ops.gspmm(g, "copy_u", "sum", torch.ones(3, 2), backend="rec_a")
+        assert len(recorders["rec_a"].calls) == 1
+        with unigraph.use_backend("auto"):
+            run(g)  # auto: the cost model never picks the recorders
+    assert [len(recorders[n].calls) for n in ("rec_a", "rec_b", "rec_c", "rec_d")] == [1, 1, 1, 1]
+    run(g)  # context exited: back to set_backend
+    assert len(recorders["rec_c"].calls) == 2
+    unigraph.set_backend(None)
+    run(g)  # back to the environment variable
+    assert len(recorders["rec_d"].calls) == 2
+
+
+def test_backward_runs_on_the_forward_backend(recorders):
+    g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
+    x = torch.ones(3, 2, requires_grad=True)
+    with unigraph.use_backend("rec_a"):
+        out = ops.gspmm(g, "copy_u", "sum", x)
+    out.sum().backward()  # outside the block: still rec_a (the reverse-graph gspmm)
+    assert recorders["rec_a"].calls == [("gspmm", "copy_u"), ("gspmm", "copy_u")]
+    assert torch.equal(x.grad, torch.tensor([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]))
+
+
+def test_explain_reports_statistics_candidates_and_reason():
+    src = torch.arange(1, 300)
+    g = unigraph.Graph(torch.stack([src, torch.zeros_like(src)]), num_nodes=300)  # a hub
+    x = torch.randn(300, 16)
+    explanation = unigraph.explain(g, "copy_u", "sum", x)
+    assert explanation.backend in all_backends()
+    assert explanation.stats.max_in_degree == 299
+    runnable = [c for c in explanation.candidates if c.estimate_us is not None]
+    assert min(runnable, key=lambda c: c.estimate_us).name == explanation.backend
+    text = str(explanation)
+    assert "max 299" in text and "candidates:" in text and "reason:" in text
+    assert unigraph.explain(g, "dot", None, 16).request.kind == "gsddmm"
+    assert unigraph.explain(g, "edge_softmax", None, 1).request.kind == "edge_softmax"
+    forced = unigraph.explain(g, "copy_u", "sum", 16, backend="scatter")
+    assert forced.backend == "scatter" and forced.source == "argument"
+    with pytest.raises(ValueError, match="op must be a gspmm op"):
+        unigraph.explain(g, "bogus")
+
+
+def test_auto_prefers_spmm_for_large_copy_u_sum_and_scatter_for_tiny_graphs():
+    # the cost model's two ends: launch overhead dominates tiny graphs, E x F traffic large ones
+    tiny = unigraph.Graph(torch.tensor([[0], [1]]), num_nodes=2)
+    big_src = torch.randint(0, 20_000, (200_000,), generator=torch.Generator().manual_seed(0))
+    big = unigraph.Graph(torch.stack([big_src, torch.randint(0, 20_000, (200_000,))]), num_nodes=20_000)
+    assert unigraph.explain(tiny, "copy_u", "sum", 8).backend == "scatter"
+    assert unigraph.explain(big, "copy_u", "sum", 64).backend != "scatter"
+
+
+def test_auto_decision_is_cached_per_graph_and_call():
+    g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
+    run(g)
+    keys = [k for k in g._cache if isinstance(k, tuple) and k[0] == "auto"]
+    assert len(keys) == 1 and isinstance(keys[0][1], Request)
+
+
+def test_info_lists_every_backend_with_what_it_runs_on():
+    report = unigraph.info()
+    assert set(report.backends) == set(all_backends())
+    assert report.backends["scatter"].startswith("available:")
+    assert "torch-scatter" in report.backends["scatter"] or "torch native" in report.backends["scatter"]
+    assert "kernels:" in str(report) and "auto (from default)" in str(report)

@@ -1,0 +1,220 @@
+"""The Graph: cached formats agree with the edge list, statistics, transforms, conversions."""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from hypothesis import given
+
+from graph_strategies import graphs
+import unigraph
+
+
+def edge_multiset(g) -> list[tuple[int, int]]:
+    return sorted(zip(g.src.tolist(), g.dst.tolist()))
+
+
+@given(graphs())
+def test_csr_formats_describe_the_same_edges(drawn):
+    g = drawn.graph
+    ptr, src_sorted, eid = g.in_csr()
+    assert ptr[0] == 0 and ptr[-1] == g.num_edges and bool((ptr[1:] >= ptr[:-1]).all())
+    assert sorted(eid.tolist()) == list(range(g.num_edges))  # a permutation of edge ids
+    for v in range(g.num_dst_nodes):
+        ids = eid[ptr[v]:ptr[v + 1]]
+        assert bool((g.dst[ids] == v).all())
+        assert torch.equal(g.src[ids], src_sorted[ptr[v]:ptr[v + 1]])
+        assert ids.tolist() == sorted(ids.tolist())  # user order kept inside a row (stable)
+    optr, dst_sorted, oeid = g.out_csr()
+    for s in range(g.num_src_nodes):
+        ids = oeid[optr[s]:optr[s + 1]]
+        assert bool((g.src[ids] == s).all()) and torch.equal(g.dst[ids], dst_sorted[optr[s]:optr[s + 1]])
+    assert torch.equal(g.in_degrees(), torch.bincount(g.dst, minlength=g.num_dst_nodes))
+    assert torch.equal(g.out_degrees(), torch.bincount(g.src, minlength=g.num_src_nodes))
+
+
+@given(graphs())
+def test_degree_statistics(drawn):
+    g = drawn.graph
+    stats = g.stats()
+    deg = torch.bincount(g.dst, minlength=g.num_dst_nodes).double()
+    assert stats.num_edges == g.num_edges
+    if g.num_dst_nodes:
+        assert stats.mean_in_degree == pytest.approx(float(deg.mean()))
+        assert stats.max_in_degree == int(deg.max())
+    if g.num_edges:
+        assert stats.cv_in_degree == pytest.approx(float(deg.std(unbiased=False) / deg.mean()))
+    else:
+        assert stats.cv_in_degree == 0.0
+
+
+def test_hub_has_high_coefficient_of_variation():
+    n = 200
+    hub_edges = torch.stack([torch.arange(1, n), torch.zeros(n - 1, dtype=torch.long)])
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+    assert unigraph.Graph(hub_edges, num_nodes=n).stats().cv_in_degree > 10
+    assert unigraph.Graph(ring, num_nodes=n).stats().cv_in_degree == pytest.approx(0.0)
+
+
+def test_self_loop_transforms_carry_edge_data():
+    g = unigraph.Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 2, 0]]), num_nodes=4)
+    g.edata["w"] = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    g.ndata["x"] = torch.arange(4.0)
+    with_loops = g.add_self_loops(fill_value=9.0)
+    assert with_loops.num_edges == 8
+    assert edge_multiset(with_loops) == sorted(edge_multiset(g) + [(i, i) for i in range(4)])
+    assert with_loops.edata["w"].tolist() == [1.0, 2.0, 3.0, 4.0, 9.0, 9.0, 9.0, 9.0]
+    assert torch.equal(with_loops.ndata["x"], g.ndata["x"])
+    without = with_loops.remove_self_loops()
+    assert edge_multiset(without) == [(0, 1), (1, 2), (2, 0)]
+    assert without.edata["w"].tolist() == [1.0, 2.0, 4.0]
+
+
+def test_block_self_loops_join_destination_to_its_source_copy():
+    block = unigraph.Graph(torch.tensor([[3, 4], [0, 1]]), num_src_nodes=5, num_dst_nodes=2)
+    looped = block.add_self_loops()
+    assert edge_multiset(looped) == [(0, 0), (1, 1), (3, 0), (4, 1)]
+    with pytest.raises(ValueError, match="num_src_nodes=1 < num_dst_nodes=2"):
+        unigraph.Graph(torch.tensor([[0], [1]]), num_src_nodes=1, num_dst_nodes=2).add_self_loops()
+
+
+def test_reverse_swaps_roles_and_reuses_formats():
+    g = unigraph.Graph(torch.tensor([[0, 0, 1], [1, 2, 2]]), num_src_nodes=2, num_dst_nodes=3)
+    in_csr = g.in_csr()
+    r = g.reverse()
+    assert (r.num_src_nodes, r.num_dst_nodes) == (3, 2)
+    assert edge_multiset(r) == [(1, 0), (2, 0), (2, 1)]
+    assert r.out_csr() is in_csr  # cached format shared, not rebuilt
+    assert torch.equal(r.in_degrees(), g.out_degrees())
+
+
+def test_to_undirected_coalesces_and_reduces_edge_data():
+    g = unigraph.Graph(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 2]]), num_nodes=3)
+    g.edata["w"] = torch.tensor([1.0, 10.0, 5.0, 7.0])
+    u = g.to_undirected(reduce="sum")
+    assert edge_multiset(u) == [(0, 1), (1, 0), (1, 2), (2, 1), (2, 2)]
+    weights = dict(zip(zip(u.src.tolist(), u.dst.tolist()), u.edata["w"].tolist()))
+    assert weights == {(0, 1): 11.0, (1, 0): 11.0, (1, 2): 5.0, (2, 1): 5.0, (2, 2): 14.0}
+    assert u.to_undirected().num_edges == u.num_edges  # idempotent
+    with pytest.raises(ValueError, match="bipartite"):
+        unigraph.Graph(torch.tensor([[0], [0]]), num_src_nodes=1, num_dst_nodes=1).to_undirected()
+
+
+def test_to_device_moves_features_and_formats():
+    g = unigraph.Graph(torch.tensor([[0, 1], [1, 0]]))
+    g.ndata["x"] = torch.ones(2, 3)
+    g.prepare()
+    moved = g.to("cpu")
+    assert moved._cache["in_csr"][0].device.type == "cpu"  # carried over, not rebuilt
+    assert torch.equal(moved.in_csr()[0], g.in_csr()[0])
+    assert torch.equal(moved.ndata["x"], g.ndata["x"])
+    meta = g.to("meta")
+    assert meta.device.type == "meta" and meta.in_csr()[0].device.type == "meta"
+
+
+def test_from_csr_matches_edge_list_construction():
+    indptr = torch.tensor([0, 2, 2, 5])
+    indices = torch.tensor([1, 2, 0, 0, 4])
+    block = unigraph.Graph.from_csr(indptr, indices, num_src_nodes=5, bipartite=True)
+    assert (block.num_src_nodes, block.num_dst_nodes) == (5, 3)
+    assert edge_multiset(block) == [(0, 2), (0, 2), (1, 0), (2, 0), (4, 2)]
+    assert torch.equal(block.in_degrees(), torch.tensor([2, 0, 3]))
+    with pytest.raises(ValueError, match="indptr must start at 0"):
+        unigraph.Graph.from_csr(torch.tensor([0, 3]), indices, num_src_nodes=5, bipartite=True)
+    with pytest.raises(ValueError, match="valid indices are 0..3"):
+        unigraph.Graph.from_csr(indptr, indices, num_src_nodes=4, bipartite=True)
+
+
+# --------------------------------------------------------------------------- conversions
+@given(graphs(bipartite=False))
+def test_pyg_roundtrip(drawn):
+    g = drawn.graph
+    g.ndata["x"] = torch.randn(g.num_nodes, 2)
+    g.edata["edge_attr"] = torch.randn(g.num_edges, 3)
+    data = g.to_pyg()
+    assert torch.equal(data.edge_index, g.edge_index) and data.num_nodes == g.num_nodes
+    back = unigraph.Graph.from_pyg(data)
+    assert torch.equal(back.edge_index, g.edge_index) and back.num_nodes == g.num_nodes
+    assert torch.equal(back.ndata["x"], g.ndata["x"])
+    assert torch.equal(back.edata["edge_attr"], g.edata["edge_attr"])
+
+
+@given(graphs())
+def test_scipy_roundtrip_keeps_multi_edges(drawn):
+    g = drawn.graph
+    g.edata["weight"] = torch.arange(g.num_edges, dtype=torch.float64)
+    matrix = g.to_scipy(weight="weight")
+    assert matrix.shape == (g.num_src_nodes, g.num_dst_nodes)
+    back = unigraph.Graph.from_scipy(matrix)  # COO keeps duplicates and their order
+    assert torch.equal(back.edge_index, g.edge_index)
+    assert torch.equal(back.edata["weight"], g.edata["weight"])
+    assert back.is_bipartite == (g.num_src_nodes != g.num_dst_nodes)
+
+
+@given(graphs(bipartite=False))
+def test_networkx_roundtrip_keeps_isolated_nodes_and_multi_edges(drawn):
+    g = drawn.graph
+    nx_graph = g.to_networkx()
+    assert nx_graph.number_of_nodes() == g.num_nodes and nx_graph.number_of_edges() == g.num_edges
+    back = unigraph.Graph.from_networkx(nx_graph)
+    assert back.num_nodes == g.num_nodes
+    assert edge_multiset(back) == edge_multiset(g)
+
+
+def test_undirected_networkx_graph_gets_both_directions():
+    nx_graph = nx.Graph()
+    nx_graph.add_nodes_from(["a", "b", "c", "d"])
+    nx_graph.add_edge("a", "b", weight=2.0)
+    nx_graph.add_edge("c", "c", weight=1.0)
+    g = unigraph.Graph.from_networkx(nx_graph)
+    assert g.num_nodes == 4
+    assert edge_multiset(g) == [(0, 1), (1, 0), (2, 2)]
+    assert sorted(g.edata["weight"].tolist()) == [1.0, 2.0, 2.0]
+
+
+def test_scipy_input_must_be_sparse():
+    with pytest.raises(TypeError, match="scipy sparse"):
+        unigraph.Graph.from_scipy(np.eye(3))
+    assert unigraph.Graph.from_scipy(sp.eye(3, format="csr")).num_edges == 3
+
+
+def test_dgl_roundtrip(dgl):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 0]]), num_nodes=4)
+    g.ndata["x"] = torch.randn(4, 2)
+    g.edata["w"] = torch.randn(4)
+    dg = g.to_dgl()
+    assert dg.num_nodes() == 4 and dg.num_edges() == 4
+    back = unigraph.Graph.from_dgl(dg)
+    assert torch.equal(back.edge_index, g.edge_index)
+    assert torch.equal(back.ndata["x"], g.ndata["x"]) and torch.equal(back.edata["w"], g.edata["w"])
+    block = unigraph.Graph(torch.tensor([[2, 3], [0, 1]]), num_src_nodes=4, num_dst_nodes=2)
+    dblock = block.to_dgl()
+    assert dblock.is_block and (dblock.num_src_nodes(), dblock.num_dst_nodes()) == (4, 2)
+    back_block = unigraph.Graph.from_dgl(dblock)
+    assert back_block.is_bipartite and torch.equal(back_block.edge_index, block.edge_index)
+
+
+def test_dgl_missing_gives_a_clear_error(monkeypatch):
+    import sys
+    from unigraph._optional import require_dgl
+    monkeypatch.setitem(sys.modules, "dgl", None)  # makes `import dgl` raise ImportError
+    with pytest.raises(ImportError, match="needs DGL.*graphbolt"):
+        require_dgl("Graph.to_dgl")
+
+
+def test_feature_stores_check_rows():
+    g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
+    with pytest.raises(ValueError, match=r"ndata\['x'\] has 2 rows but the graph has 3 nodes"):
+        g.ndata["x"] = torch.zeros(2, 4)
+    with pytest.raises(ValueError, match=r"edata\['w'\] has 3 rows but the graph has 2 edges"):
+        g.edata["w"] = torch.zeros(3)
+    block = unigraph.Graph(torch.tensor([[0], [0]]), num_src_nodes=3, num_dst_nodes=1)
+    with pytest.raises(AttributeError, match="srcdata and dstdata"):
+        block.ndata
+    with pytest.raises(AttributeError, match="num_src_nodes=3"):
+        block.num_nodes
+    block.dstdata["y"] = torch.zeros(1)
+    with pytest.raises(KeyError, match="holds \\['y'\\]"):
+        block.dstdata["z"]

@@ -1,0 +1,17 @@
+"""unigraph: write a graph neural network once, run it on the fastest kernels for your graph.
+
+Quick tour::
+
+    import torch, unigraph
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]))
+    h = unigraph.ops.gspmm(g, "copy_u", "sum", u=torch.randn(3, 8))   # sum of in-neighbours
+    print(unigraph.explain(g, "copy_u", "sum", 8))                     # which backend and why
+    print(unigraph.info())                                             # which kernels exist here
+"""
+from unigraph.graph import DegreeStats, Graph
+from unigraph import ops
+from unigraph.backends.selector import explain, info, set_backend, use_backend
+
+__version__ = "0.1.0"
+
+__all__ = ["Graph", "DegreeStats", "ops", "explain", "info", "set_backend", "use_backend", "__version__"]

@@ -1,0 +1,164 @@
+"""Conversions between :class:`unigraph.Graph` and PyG, scipy, networkx and DGL graphs.
+
+Every conversion keeps edge order, multi-edges, self-loops and isolated nodes, and carries node
+and edge features along where the other side has a place for them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from unigraph._optional import require, require_dgl
+from unigraph.graph import Graph
+
+
+def from_pyg(data: Any, num_nodes: int | None = None) -> Graph:
+    if isinstance(data, torch.Tensor):
+        return Graph(data, num_nodes=num_nodes)
+    if not hasattr(data, "edge_index"):
+        raise TypeError(f"from_pyg expects a torch_geometric Data or an edge_index tensor, got {type(data).__name__}")
+    n = num_nodes if num_nodes is not None else data.num_nodes
+    graph = Graph(data.edge_index, num_nodes=n)
+    for key in data.keys():
+        value = data[key]
+        if key == "edge_index" or not isinstance(value, torch.Tensor) or value.dim() == 0:
+            continue
+        if data.is_edge_attr(key) and value.shape[0] == graph.num_edges:
+            graph.edata[key] = value
+        elif data.is_node_attr(key) and value.shape[0] == graph.num_src_nodes:
+            graph.ndata[key] = value
+    return graph
+
+
+def to_pyg(graph: Graph) -> Any:
+    pyg_data = require("torch_geometric.data", "Graph.to_pyg", "pip install torch_geometric")
+    if graph.is_bipartite:
+        raise ValueError("a PyG Data holds one node set; for this bipartite graph use g.edge_index with "
+                         f"size=({graph.num_src_nodes}, {graph.num_dst_nodes}) as PyG's propagate expects")
+    clash = set(graph.ndata) & set(graph.edata)
+    if clash:
+        raise ValueError(f"ndata and edata both hold {sorted(clash)}; PyG's Data has one namespace, rename one")
+    return pyg_data.Data(edge_index=graph.edge_index, num_nodes=graph.num_nodes,
+                         **dict(graph.ndata.items()), **dict(graph.edata.items()))
+
+
+def from_scipy(matrix: Any) -> Graph:
+    if not hasattr(matrix, "tocoo"):
+        raise TypeError(f"from_scipy expects a scipy sparse matrix or array, got {type(matrix).__name__}")
+    coo = matrix.tocoo()
+    edge_index = torch.from_numpy(np.stack([coo.row, coo.col]).astype(np.int64))
+    rows, cols = coo.shape
+    graph = (Graph(edge_index, num_nodes=rows) if rows == cols
+             else Graph(edge_index, num_src_nodes=rows, num_dst_nodes=cols))
+    graph.edata["weight"] = torch.from_numpy(np.asarray(coo.data))
+    return graph
+
+
+def to_scipy(graph: Graph, fmt: str = "coo", weight: str | None = None) -> Any:
+    sparse = require("scipy.sparse", "Graph.to_scipy", "pip install scipy")
+    if fmt not in ("coo", "csr", "csc"):
+        raise ValueError(f"fmt must be 'coo', 'csr' or 'csc', got {fmt!r}")
+    if weight is None:
+        values = np.ones(graph.num_edges, dtype=np.float32)
+    else:
+        values = graph.edata[weight].detach().cpu().numpy()
+        if values.ndim != 1:
+            raise ValueError(f"edata[{weight!r}] must be 1-D to become matrix values, got shape {values.shape}")
+    src, dst = graph.src.cpu().numpy(), graph.dst.cpu().numpy()
+    matrix = sparse.coo_matrix((values, (src, dst)), shape=(graph.num_src_nodes, graph.num_dst_nodes))
+    return matrix.asformat(fmt)
+
+
+def _common_attributes(items: list[dict]) -> list[str]:
+    if not items:
+        return []
+    keys = set(items[0])
+    for attrs in items[1:]:
+        keys &= set(attrs)
+    return sorted(k for k in keys if all(isinstance(a[k], (int, float, bool, list, tuple, np.ndarray, torch.Tensor))
+                                         for a in items))
+
+
+def from_networkx(nx_graph: Any) -> Graph:
+    if not hasattr(nx_graph, "nodes") or not hasattr(nx_graph, "edges"):
+        raise TypeError(f"from_networkx expects a networkx graph, got {type(nx_graph).__name__}")
+    nodes = list(nx_graph.nodes)
+    index = {node: i for i, node in enumerate(nodes)}
+    edges = list(nx_graph.edges(data=True))
+    src = [index[u] for u, _, _ in edges]
+    dst = [index[v] for _, v, _ in edges]
+    edge_attrs = [attrs for _, _, attrs in edges]
+    if not nx_graph.is_directed():  # both directions; a self-loop only once
+        back = [(d, s, a) for s, d, a in zip(src, dst, edge_attrs) if s != d]
+        src += [b[0] for b in back]
+        dst += [b[1] for b in back]
+        edge_attrs += [b[2] for b in back]
+    graph = Graph(torch.tensor([src, dst], dtype=torch.int64).reshape(2, len(src)), num_nodes=len(nodes))
+    node_attrs = [nx_graph.nodes[n] for n in nodes]
+    for key in _common_attributes(node_attrs):
+        graph.ndata[key] = torch.as_tensor(np.asarray([a[key] for a in node_attrs]))
+    for key in _common_attributes(edge_attrs):
+        graph.edata[key] = torch.as_tensor(np.asarray([a[key] for a in edge_attrs]))
+    return graph
+
+
+def to_networkx(graph: Graph) -> Any:
+    nx = require("networkx", "Graph.to_networkx", "pip install networkx")
+    out = nx.MultiDiGraph()
+    if graph.is_bipartite:  # networkx's bipartite convention: a `bipartite` node attribute of 0 or 1
+        out.add_nodes_from((("src", i) for i in range(graph.num_src_nodes)), bipartite=0)
+        out.add_nodes_from((("dst", i) for i in range(graph.num_dst_nodes)), bipartite=1)
+        pairs = [(("src", s), ("dst", d)) for s, d in zip(graph.src.tolist(), graph.dst.tolist())]
+    else:
+        out.add_nodes_from(range(graph.num_nodes))
+        pairs = list(zip(graph.src.tolist(), graph.dst.tolist()))
+    edge_features = {key: value.detach().cpu() for key, value in graph.edata.items()}
+    for eid, (u, v) in enumerate(pairs):
+        out.add_edge(u, v, key=eid, **{k: f[eid].tolist() for k, f in edge_features.items()})
+    if not graph.is_bipartite:
+        for key, value in graph.ndata.items():
+            for node, row in enumerate(value.detach().cpu().tolist()):
+                out.nodes[node][key] = row
+    return out
+
+
+def from_dgl(dgl_graph: Any) -> Graph:
+    if not hasattr(dgl_graph, "edges") or not hasattr(dgl_graph, "num_src_nodes"):
+        raise TypeError(f"from_dgl expects a DGLGraph, got {type(dgl_graph).__name__}")
+    if len(dgl_graph.canonical_etypes) != 1:
+        raise ValueError(f"from_dgl supports graphs with one edge type; this one has {dgl_graph.canonical_etypes}")
+    src, dst = dgl_graph.edges(order="eid")
+    edge_index = torch.stack([src, dst]).to(torch.int64)
+    if dgl_graph.is_block:
+        graph = Graph(edge_index, num_src_nodes=dgl_graph.num_src_nodes(), num_dst_nodes=dgl_graph.num_dst_nodes())
+        for key, value in dgl_graph.srcdata.items():
+            graph.srcdata[key] = value
+        for key, value in dgl_graph.dstdata.items():
+            graph.dstdata[key] = value
+    else:
+        graph = Graph(edge_index, num_nodes=dgl_graph.num_nodes())
+        for key, value in dgl_graph.ndata.items():
+            graph.ndata[key] = value
+    for key, value in dgl_graph.edata.items():
+        graph.edata[key] = value
+    return graph
+
+
+def to_dgl(graph: Graph) -> Any:
+    dgl = require_dgl("Graph.to_dgl")
+    if graph.is_bipartite:
+        out = dgl.create_block((graph.src, graph.dst), num_src_nodes=graph.num_src_nodes,
+                               num_dst_nodes=graph.num_dst_nodes, device=graph.device)
+        for key, value in graph.srcdata.items():
+            out.srcdata[key] = value
+        for key, value in graph.dstdata.items():
+            out.dstdata[key] = value
+    else:
+        out = dgl.graph((graph.src, graph.dst), num_nodes=graph.num_nodes, device=graph.device)
+        for key, value in graph.ndata.items():
+            out.ndata[key] = value
+    for key, value in graph.edata.items():
+        out.edata[key] = value
+    return out
