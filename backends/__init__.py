@@ -49,9 +49,10 @@ def all_backends() -> dict[str, Backend]:
 
 def _register_builtin() -> None:
     # Imported here, not at the top, so that each module can import this package first.
-    from unigraph.backends import scatter, sparse
+    from unigraph.backends import numba, scatter, sparse
     register(scatter.ScatterBackend())
     register(sparse.SparseBackend())
+    register(numba.NumbaBackend())
 
 
 _register_builtin()

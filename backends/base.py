@@ -23,10 +23,12 @@ A backend must never return a view of an input (PyTorch custom operators forbid 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 from torch import Tensor
 
+from unigraph.ops.spec import broadcast_feature_shape
 from unigraph.structure import GraphTensors
 
 
@@ -174,3 +176,29 @@ def take_or_minus_one(table: Tensor, index: Tensor) -> Tensor:
     if table.numel() == 0:
         return torch.full_like(index, -1)
     return torch.where(index >= 0, table[index.clamp(min=0)], -1)
+
+
+def per_slice_plan(op: str, u: Tensor, e: Tensor | None, max_slices: int | None = None):
+    """Read the op as P products with one edge weight per slice: ``u`` as ``[N, P, Q]`` and
+    weights ``[E, P]`` (None for copy_u), plus the output feature shape.
+
+    ``copy_u`` is P = 1 without weights; ``u_mul_e`` qualifies when ``e`` varies only along
+    leading feature dims (GAT's ``[E, H, 1]``, a scalar edge weight ``[E, 1]``) and ``u`` is
+    not itself broadcast. Returns None for other ops or when P exceeds ``max_slices``.
+    """
+    if op == "copy_u":
+        return u.reshape(u.shape[0], 1, math.prod(u.shape[1:])), None, tuple(u.shape[1:])
+    if op != "u_mul_e":
+        return None
+    fu, fe = tuple(u.shape[1:]), tuple(e.shape[1:])
+    out = broadcast_feature_shape("mul", fu, fe)
+    if fu != out:
+        return None  # u itself is broadcast: not a plain product with a weight per slice
+    lead = len(fe)
+    while lead > 0 and fe[lead - 1] == 1:
+        lead -= 1
+    slices = math.prod(out[:lead])
+    if max_slices is not None and slices > max_slices:
+        return None
+    weights = e.expand((e.shape[0],) + out[:lead] + fe[lead:]).reshape(e.shape[0], slices)
+    return u.reshape(u.shape[0], slices, math.prod(out) // slices), weights, out

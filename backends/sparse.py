@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from unigraph.backends.base import (
-    Availability, Backend, Request, apply_binary, arg_extreme_edges, gsddmm_by_gather, take_or_minus_one)
-from unigraph.ops.spec import broadcast_feature_shape
+    Availability, Backend, Request, apply_binary, arg_extreme_edges, gsddmm_by_gather, per_slice_plan,
+    take_or_minus_one)
 from unigraph.structure import GraphTensors
 
 # Above this many per-head weight slices one SpMM per slice costs more than a segment reduce.
@@ -43,27 +43,6 @@ def _csr_matrix(g: GraphTensors, values: Tensor) -> Tensor:
         return torch.sparse_csr_tensor(g.in_ptr, g.in_src, values, size=(g.num_dst, g.num_src))
 
 
-def _spmm_plan(op: str, u: Tensor, e: Tensor | None) -> tuple[Tensor, Tensor | None, tuple] | None:
-    """Express the op as P independent SpMMs: ``u`` as ``[N, P, Q]``, one edge weight per slice
-    ``[E, P]`` (None for copy_u) and the output feature shape. None when the op is not of that form."""
-    if op == "copy_u":
-        return u.reshape(u.shape[0], 1, math.prod(u.shape[1:])), None, tuple(u.shape[1:])
-    if op != "u_mul_e":
-        return None
-    fu, fe = tuple(u.shape[1:]), tuple(e.shape[1:])
-    out = broadcast_feature_shape("mul", fu, fe)
-    if fu != out:
-        return None  # u itself is broadcast: not a plain product with a weight per slice
-    lead = len(fe)
-    while lead > 0 and fe[lead - 1] == 1:
-        lead -= 1
-    slices = math.prod(out[:lead])
-    if slices > MAX_SPMM_SLICES:
-        return None
-    weights = e.expand((e.shape[0],) + out[:lead] + fe[lead:]).reshape(e.shape[0], slices)
-    return u.reshape(u.shape[0], slices, math.prod(out) // slices), weights, out
-
-
 class SparseBackend(Backend):
     name = "sparse"
     summary = "DGL-style g-SpMM over CSR and g-SDDMM (torch.sparse / torch-sparse)"
@@ -79,7 +58,7 @@ class SparseBackend(Backend):
 
     # ------------------------------------------------------------------ g-SpMM
     def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):
-        plan = _spmm_plan(op, u, e) if u is not None and u.dtype in SPARSE_KERNEL_DTYPES else None
+        plan = per_slice_plan(op, u, e, MAX_SPMM_SLICES) if u is not None and u.dtype in SPARSE_KERNEL_DTYPES else None
         # torch-sparse divides by the row count of its dense operand (SIGFPE when it is empty):
         # empty graphs and empty features take the segment path, which handles them.
         nonempty = g.num_edges > 0 and plan is not None and plan[0].numel() > 0

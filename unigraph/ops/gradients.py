@@ -47,7 +47,7 @@ import math
 import torch
 from torch import Tensor
 
-from unigraph.ops.spec import pad_trailing, reduce_to_shape
+from unigraph.ops.spec import broadcast_offsets, reduce_to_shape
 from unigraph.structure import GraphTensors
 
 
@@ -109,19 +109,12 @@ def _edge_grad_of_product(g: GraphTensors, backend: str, u: Tensor, go: Tensor, 
     return reduce_to_shape(sddmm(g, backend, "mul", u, go, "u", "v"), fe)
 
 
-def _broadcast_offsets(feature_shape: tuple, out_shape: tuple, device) -> Tensor:
-    """For each element of ``out_shape``, its flat offset in a row of ``feature_shape``."""
-    numel = math.prod(feature_shape)
-    grid = torch.arange(numel, device=device).view(pad_trailing(feature_shape, len(out_shape)))
-    return grid.expand(out_shape).reshape(-1)
-
-
 def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
     """``x[rows[v, k], offset(k)]`` for every output element (0 where rows is -1)."""
     if x.numel() == 0:  # no rows to pick from: every element is unselected
         return torch.zeros(rows.shape, dtype=x.dtype, device=x.device)
     width = math.prod(x.shape[1:])
-    offsets = _broadcast_offsets(tuple(x.shape[1:]), out_shape, x.device)
+    offsets = broadcast_offsets(tuple(x.shape[1:]), out_shape, x.device)
     flat = rows.reshape(rows.shape[0], offsets.numel()).clamp(min=0) * width + offsets
     picked = x.reshape(-1)[flat.reshape(-1)].view(rows.shape)
     return torch.where(rows >= 0, picked, torch.zeros((), dtype=x.dtype, device=x.device))
@@ -130,7 +123,7 @@ def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
 def _scatter_to(values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
     """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1)."""
     width = math.prod(feature_shape)
-    offsets = _broadcast_offsets(feature_shape, tuple(values.shape[1:]), values.device)
+    offsets = broadcast_offsets(feature_shape, tuple(values.shape[1:]), values.device)
     flat = (rows.reshape(rows.shape[0], offsets.numel()) * width + offsets).reshape(-1)
     valid = rows.reshape(-1) >= 0
     result = values.new_zeros(num_rows * width)

@@ -11,6 +11,8 @@ the last dimensions must be equal and the result keeps it as size 1.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -45,6 +47,15 @@ def broadcast_feature_shape(op: str, lhs: tuple[int, ...], rhs: tuple[int, ...])
     if op == "dot":
         out[-1] = 1
     return tuple(out)
+
+
+def broadcast_offsets(feature_shape: tuple[int, ...], out_shape: tuple[int, ...], device=None) -> Tensor:
+    """For each element of ``out_shape`` (row-major), its flat offset inside one row of
+    ``feature_shape``, which broadcasts to ``out_shape``. Kernels that read broadcast operands
+    use it to find their element; backward passes use it to scatter gradients back."""
+    numel = math.prod(feature_shape)
+    grid = torch.arange(numel, device=device).view(pad_trailing(tuple(feature_shape), len(out_shape)))
+    return grid.expand(tuple(out_shape)).reshape(math.prod(out_shape))
 
 
 def reduce_to_shape(grad: Tensor, feature_shape: tuple[int, ...]) -> Tensor:
