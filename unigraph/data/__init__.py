@@ -1,0 +1,18 @@
+"""Datasets and graph generators.
+
+* :class:`NodeDataset` - a graph with node features, labels and a train/val/test split.
+* :func:`Planetoid` - Cora, CiteSeer, PubMed from their raw files (safe unpickling).
+* :func:`planted_partition` - the built-in synthetic dataset (no download), for demos and tests.
+* :func:`rmat` - R-MAT power-law graphs; :func:`random_geometric_graph` - points joined when
+  close. (k-nearest-neighbour graphs, one per image for Vision GNNs: :func:`unigraph.knn_graph`.)
+* :func:`save_dataset` / :func:`load_dataset` - a safe on-disk format (no unrestricted pickle).
+"""
+from unigraph.data.dataset import NodeDataset, normalize_features
+from unigraph.data.generators import planted_partition, rmat
+from unigraph.data.geometric import random_geometric_graph
+from unigraph.data.planetoid import Planetoid
+from unigraph.data.restricted_pickle import UnsafePickleError
+from unigraph.data.storage import load_dataset, save_dataset
+
+__all__ = ["NodeDataset", "normalize_features", "Planetoid", "planted_partition", "rmat", "random_geometric_graph",
+           "save_dataset", "load_dataset", "UnsafePickleError"]
