@@ -182,12 +182,15 @@ class Graph:
 
     @classmethod
     def from_csr(cls, indptr: Tensor, indices: Tensor, num_src_nodes: int | None = None, *,
-                 bipartite: bool = False, validate: bool = True) -> "Graph":
+                 bipartite: bool = False, validate: bool = True, dst: Tensor | None = None,
+                 edge_ids: Tensor | None = None) -> "Graph":
         """A graph from the compressed in-edges of each destination: the sources of destination
         ``v`` are ``indices[indptr[v]:indptr[v+1]]`` (DGL's CSC / a sampler's output).
 
         The in-CSR is cached directly, so no sort is needed. ``validate=False`` skips the range
-        checks for producers (samplers) that guarantee valid input.
+        checks for producers (samplers) that guarantee valid input. A producer that already has
+        the destination of every entry (``dst``, the expanded ``indptr``) and ``edge_ids``
+        (``arange(len(indices))``) can pass them, and the graph is built with no torch work.
         """
         num_dst = indptr.numel() - 1
         if validate:
@@ -200,8 +203,14 @@ class Graph:
             indptr, indices = indptr.to(torch.int64), indices.to(torch.int64)
             if int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
                 raise ValueError(f"indptr must start at 0, be non-decreasing and end at len(indices)={indices.numel()}")
-        counts = indptr[1:] - indptr[:-1]
-        dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts, output_size=indices.numel())
+        if dst is None:
+            counts = indptr[1:] - indptr[:-1]
+            dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts,
+                                          output_size=indices.numel())
+        elif validate and dst.shape != indices.shape:
+            raise ValueError(f"dst must have one entry per index ({indices.numel()}), got shape {list(dst.shape)}")
+        if edge_ids is None:
+            edge_ids = torch.arange(indices.numel(), device=indices.device)
         num_src = num_src_nodes if num_src_nodes is not None else (num_dst if not bipartite else (int(indices.max()) + 1 if indices.numel() else 0))
         if not bipartite and num_src != num_dst:
             raise ValueError(f"a homogeneous graph needs num_src_nodes == num_dst_nodes, got {num_src} and {num_dst}; "
@@ -209,7 +218,7 @@ class Graph:
         if validate:
             _check_range(indices, num_src, "0", "num_src_nodes")
         graph = cls._trusted(indices, dst, num_src, num_dst, bipartite)
-        graph._cache["in_csr"] = (indptr, indices, torch.arange(indices.numel(), device=indices.device))
+        graph._cache["in_csr"] = (indptr, indices, edge_ids)
         return graph
 
     # ------------------------------------------------------------------ basic properties
@@ -403,6 +412,19 @@ class Graph:
             torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
             edata[name] = out.scatter_reduce_(0, index, both, torch_reduce, include_self=False)
         return self._derived(unique_keys // n, unique_keys % n, edata=edata)
+
+    # ------------------------------------------------------------------ DGL-style message passing
+    def update_all(self, message_fn: Any, reduce_fn: Any, update_fn: Any = None):
+        """Messages along every edge, reduced into ``dstdata`` (``ndata``), then ``update_fn``, as
+        DGL's ``update_all``; built-ins live in :mod:`unigraph.function`. Returns the
+        :class:`~unigraph.message_passing.MessagePlan` saying what ran."""
+        from unigraph.message_passing import dgl_style
+        return dgl_style.update_all(self, message_fn, reduce_fn, update_fn)
+
+    def apply_edges(self, fn: Any):
+        """Per-edge features from ``fn`` into ``edata``, as DGL's ``apply_edges``."""
+        from unigraph.message_passing import dgl_style
+        return dgl_style.apply_edges(self, fn)
 
     # ------------------------------------------------------------------ conversions
     @classmethod

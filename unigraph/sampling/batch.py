@@ -32,14 +32,12 @@ def block_from_csr(indptr: Tensor, indices: Tensor, num_src_nodes: int, eids: Te
 def block_from_expanded_csr(indptr: Tensor, indices: Tensor, dst: Tensor, edge_ids: Tensor, num_src_nodes: int,
                             eids: Tensor | None) -> Graph:
     """:func:`block_from_csr` for a producer that already expanded the CSR (``dst[k]`` the row of
-    entry ``k``, ``edge_ids = arange(nnz)``): the same graph, cached formats and all, built with no
-    torch operation. The numba sampling path uses it because torch's multi-threaded kernels
-    (``Graph.from_csr`` expands rows with ``repeat_interleave``) slow down many-fold when the
-    cores are oversubscribed, as they are beside a training loop or on a shared machine.
-    This mirrors what ``Graph.from_csr`` caches; a ``dst=`` argument there would make it public.
+    entry ``k``, ``edge_ids = arange(nnz)``): the same graph, built with no torch operation. The
+    numba sampling path uses it because torch's multi-threaded kernels (``Graph.from_csr`` expands
+    rows with ``repeat_interleave``) slow down many-fold when the cores are oversubscribed, as
+    they are beside a training loop or on a shared machine.
     """
-    block = Graph._trusted(indices, dst, num_src_nodes, indptr.numel() - 1, True)
-    block._cache["in_csr"] = (indptr, indices, edge_ids)
+    block = Graph.from_csr(indptr, indices, num_src_nodes, bipartite=True, validate=False, dst=dst, edge_ids=edge_ids)
     if eids is not None:
         block.edata[EID] = eids
     return block
