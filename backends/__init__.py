@@ -49,10 +49,13 @@ def all_backends() -> dict[str, Backend]:
 
 def _register_builtin() -> None:
     # Imported here, not at the top, so that each module can import this package first.
-    from unigraph.backends import numba, scatter, sparse
+    from unigraph.backends import numba, scatter, sparse, triton
     register(scatter.ScatterBackend())
     register(sparse.SparseBackend())
     register(numba.NumbaBackend())
+    register(triton.TritonNodeBackend())
+    register(triton.TritonEdgeBackend())
+    register(triton.TritonBackend())
 
 
 _register_builtin()

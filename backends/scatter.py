@@ -36,8 +36,8 @@ class ScatterBackend(Backend):
         return Availability(True, "torch native index_add_/scatter_reduce_ (torch-scatter not installed)")
 
     def estimate_us(self, stats, request: Request) -> float:
-        from unigraph.backends.selector import cost_scatter
-        return cost_scatter(stats, request)
+        from unigraph.backends.cost_model import estimate_scatter
+        return estimate_scatter(stats, request, _torch_scatter() is not None)
 
     def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):
         messages = edge_messages(g, op, u, e)

@@ -1,4 +1,4 @@
-"""Which backend runs an operator call: the user's choice, or ``auto``'s cost model.
+"""Which backend runs an operator call: the user's choice, ``auto``'s cost model, or ``auto-tune``.
 
 Precedence, highest first:
 
@@ -8,18 +8,22 @@ Precedence, highest first:
 4. the environment variable ``UNIGRAPH_BACKEND``,
 5. ``auto`` (the default).
 
-A named backend that cannot run here (its dependency is missing) or cannot run the call (an
-op it does not implement on that device) raises an error saying why; it is never silently
-replaced. ``auto`` asks every available backend for an estimate and takes the cheapest; the
-estimates are the cost functions below, one per backend, in microseconds.
+A choice is ``auto``, ``auto-tune`` or a registered backend name:
 
-The cost model
---------------
-Each estimate is ``launch + per_edge_element * E * F + per_node_element * N * F`` (F the output
-feature width), with constants per backend, op family and device. The CPU constants were
-measured on the development machine (2 cores) at N = 20,000, F = 64, mean degree 32 with
-``benchmarks/kernels.py``; GPU constants are relative guesses until a GPU run refines them.
-Anyone can read and change them here; ``unigraph.explain`` prints the numbers it compared.
+* A named backend that cannot run here (its dependency is missing) or cannot run the call (an
+  op, dtype or device it does not handle) raises an error saying why; it is never silently
+  replaced. A *family* name (a backend with ``variants``, e.g. ``triton``) is resolved per call
+  to the variant the cost model estimates fastest among those that can run it.
+* ``auto`` asks every available backend that can run the call for an estimate
+  (:mod:`unigraph.backends.cost_model`, or the backend's own ``estimate_us``) and takes the
+  cheapest. It skips backends whose estimate is infinite (Triton on the CPU: its interpreter)
+  and family names (``auto_candidate = False``: it weighs their variants directly), and says so
+  in ``explain``. Decisions are cached on the graph per call signature.
+* ``auto-tune`` measures every candidate ``auto`` would consider on the first call of each
+  kind and keeps the fastest (:mod:`unigraph.backends.autotune`).
+
+The two optional backend attributes read here (``variants``, ``auto_candidate``) default to
+no variants and True.
 """
 from __future__ import annotations
 
@@ -28,14 +32,16 @@ import dataclasses
 import logging
 import math
 import os
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
 from unigraph import backends as registry
+from unigraph.backends import autotune
 from unigraph.backends.base import Request
 
 ENV_VAR = "UNIGRAPH_BACKEND"
+AUTO_CHOICES = ("auto", "auto-tune")
 log = logging.getLogger("unigraph")
 
 _context_stack: list[str] = []
@@ -46,20 +52,22 @@ _global_choice: str | None = None
 def _validated(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"backend name must be a string, got {type(name).__name__}")
-    if name != "auto":
+    if name not in AUTO_CHOICES:
         registry.get(name)  # raises for unknown or unavailable backends
     return name
 
 
 def set_backend(name: str | None) -> None:
-    """Use backend ``name`` ("auto" or a registered name) from now on; None restores the default."""
+    """Use backend ``name`` ("auto", "auto-tune" or a registered name) from now on; None restores
+    the default."""
     global _global_choice
     _global_choice = None if name is None else _validated(name)
 
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[None]:
-    """Run the ops inside the block on backend ``name`` ("auto" to let the cost model pick)."""
+    """Run the ops inside the block on backend ``name`` ("auto" to let the cost model pick,
+    "auto-tune" to measure)."""
     _context_stack.append(_validated(name))
     try:
         yield
@@ -77,83 +85,132 @@ def current_choice(explicit: str | None = None) -> tuple[str, str]:
         return _global_choice, "set_backend"
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
-        if env != "auto" and env not in registry.names():
-            raise ValueError(f"{ENV_VAR}={env!r} names no backend; choose one of: auto, {', '.join(registry.names())}")
+        if env not in AUTO_CHOICES and env not in registry.names():
+            raise ValueError(f"{ENV_VAR}={env!r} names no backend; choose one of: "
+                             f"{', '.join(AUTO_CHOICES + tuple(registry.names()))}")
         return env, ENV_VAR
     return "auto", "default"
 
 
-# ---------------------------------------------------------------------- cost model
-# Microseconds of fixed cost per call (Python, dispatch, allocation), and nanoseconds per
-# element of E x F (edge side) per backend and op family. See the module docstring.
-CPU_COSTS = {
-    # scatter: gather x[src] into E x F, then scatter-add; torch-scatter's max/min is slower.
-    "scatter": {"launch_us": 40.0, "sum_ns": 2.3, "extreme_ns": 10.0, "sddmm_ns": 2.0},
-    "scatter_native": {"launch_us": 40.0, "sum_ns": 3.9, "extreme_ns": 6.0, "sddmm_ns": 2.0},
-    # sparse: CSR SpMM for copy_u / u_mul_e; segment reduce for the rest; SDDMM for dot.
-    "sparse": {"launch_us": 60.0, "spmm_ns": 0.17, "spmm_extreme_ns": 1.3, "segment_ns": 2.9,
-               "sddmm_ns": 2.0},
-}
-GPU_SPEEDUP = 20.0  # per-element costs on a GPU, relative to the CPU constants (a guess until measured)
-GPU_LAUNCH_US = 15.0
-
-
-def _element_scale(request: Request) -> tuple[float, float]:
-    """(per-element multiplier, launch cost override) for the request's device."""
-    if request.device.type == "cuda":
-        return 1.0 / GPU_SPEEDUP, GPU_LAUNCH_US
-    return 1.0, -1.0
-
-
-def _estimate(costs: dict, per_element_ns: float, stats, request: Request) -> float:
-    scale, launch = _element_scale(request)
-    launch = costs["launch_us"] if launch < 0 else launch
-    edge_elements = stats.num_edges * request.feature_width
-    node_elements = max(stats.num_dst_nodes, stats.num_src_nodes) * request.feature_width
-    return launch + scale * (per_element_ns * edge_elements + 0.5 * node_elements) / 1000.0
-
-
-def cost_scatter(stats, request: Request) -> float:
-    from unigraph.backends.scatter import _torch_scatter
-    costs = CPU_COSTS["scatter" if _torch_scatter() is not None else "scatter_native"]
-    if request.kind == "gsddmm":
-        per = costs["sddmm_ns"]
-    elif request.kind == "edge_softmax":
-        per = 2 * costs["extreme_ns"] + 2 * costs["sddmm_ns"] + costs["sum_ns"]
-    elif request.kind == "gat_attention":  # E x H score work is small next to the E x H x F sum
-        per = costs["sum_ns"] + costs["sddmm_ns"]
-    else:
-        per = costs["sum_ns"] if request.reduce in ("sum", "mean") else costs["extreme_ns"]
-    return _estimate(costs, per, stats, request)
-
-
-def cost_sparse(stats, request: Request) -> float:
-    from unigraph.backends.sparse import _torch_sparse
-    costs = CPU_COSTS["sparse"]
-    if request.kind == "gsddmm":
-        per = costs["sddmm_ns"]
-    elif request.kind == "edge_softmax":
-        per = 2 * costs["segment_ns"] + 2 * costs["sddmm_ns"]
-    elif request.kind == "gat_attention":
-        per = costs["spmm_ns"] + costs["sddmm_ns"]
-    elif request.op in ("copy_u", "u_mul_e"):
-        if request.reduce in ("sum", "mean"):
-            per = costs["spmm_ns"]
-        else:
-            per = costs["spmm_extreme_ns"] if _torch_sparse() is not None else costs["segment_ns"]
-    else:
-        per = costs["segment_ns"]
-    return _estimate(costs, per, stats, request)
-
-
-# ---------------------------------------------------------------------- auto and explain
+# ---------------------------------------------------------------------- candidates
 @dataclasses.dataclass
 class Candidate:
     name: str
-    estimate_us: float | None
+    estimate_us: float | None  # None: cannot run this call here
     note: str
+    auto: bool = True          # whether auto may pick it (finite estimate, not a family name)
+    measured_us: float | None = None
 
 
+def _candidates(stats, request: Request, names: list[str] | None = None) -> list[Candidate]:
+    out = []
+    for name in names if names is not None else registry.names():
+        backend = registry.all_backends()[name]
+        status = registry.status_of(name)
+        if not status.ok:
+            out.append(Candidate(name, None, f"unavailable: {status.detail}", False))
+            continue
+        reason = backend.unsupported_reason(request)
+        if reason is not None:
+            out.append(Candidate(name, None, f"cannot run this call: {reason}", False))
+            continue
+        estimate = backend.estimate_us(stats, request)
+        if not getattr(backend, "auto_candidate", True):
+            out.append(Candidate(name, estimate, f"family name: resolves to {' or '.join(backend.variants)}", False))
+        elif not math.isfinite(estimate):
+            out.append(Candidate(name, estimate, f"never picked by auto here: {status.detail}", False))
+        else:
+            out.append(Candidate(name, estimate, status.detail))
+    return out
+
+
+def _cheapest(candidates: list[Candidate], request: Request, what: str) -> tuple[str, str]:
+    """``(name, reason)`` of the lowest estimate among the auto-eligible candidates."""
+    eligible = [c for c in candidates if c.auto]
+    if not eligible:
+        raise RuntimeError(f"no {what} can run {request.kind} {request.op} on {request.device}: "
+                           + "; ".join(f"{c.name}: {c.note}" for c in candidates))
+    ranked = sorted(eligible, key=lambda c: c.estimate_us)  # stable: registry order breaks ties
+    best = ranked[0]
+    if not math.isfinite(best.estimate_us):
+        reason = "no finite estimate here (interpreted kernels): the first that can run it"
+    elif len(ranked) > 1:
+        reason = f"lowest estimated time ({best.estimate_us:.0f} us vs {ranked[1].name} {ranked[1].estimate_us:.0f} us)"
+    else:
+        reason = "the only candidate that can run this call here"
+    by_note: dict[str, list[str]] = {}  # backends skipped for the same reason share one mention
+    for c in candidates:
+        if not c.auto:
+            by_note.setdefault(c.note, []).append(c.name)
+    if by_note:
+        reason += "; skipped " + "; ".join(f"{', '.join(names)} ({note})" for note, names in by_note.items())
+    return best.name, reason
+
+
+def _pick(stats, request: Request) -> tuple[str, str, list[Candidate]]:
+    candidates = _candidates(stats, request)
+    name, reason = _cheapest(candidates, request, "backend")
+    return name, reason, candidates
+
+
+def _resolve_family(stats, request: Request, family: str) -> tuple[str, str, list[Candidate]]:
+    """The variant of family ``family`` the cost model prefers for this call."""
+    variants = list(registry.all_backends()[family].variants)
+    candidates = _candidates(stats, request, variants)
+    for c in candidates:  # inside a family an infinite estimate only ranks last
+        c.auto = c.estimate_us is not None
+    name, reason = _cheapest(candidates, request, f"variant of {family!r}")
+    return name, f"family {family!r} resolved to {name}: {reason}", candidates
+
+
+def _tuned(stats, request: Request, trial: Callable[[str], object] | None) -> tuple[str, str, list[Candidate]]:
+    """auto-tune: the measured winner for this kind of call (measuring it now if needed)."""
+    candidates = _candidates(stats, request)
+    runnable = [c.name for c in candidates if c.auto]
+    kind = autotune.signature(stats, request)
+    measurement = autotune.TUNER.lookup(kind)
+    if measurement is not None and measurement.winner not in runnable:
+        measurement = None  # measured where another backend was available: measure again
+    if measurement is None:
+        if trial is None or torch.compiler.is_compiling():
+            name, reason = _cheapest(candidates, request, "backend")
+            log.info("auto-tune: %s not measured yet and cannot be measured now (%s); using the cost model's %s",
+                     kind, "tracing" if trial is not None else "no inputs", name)
+            return name, f"not measured yet: the cost model's choice ({reason})", candidates
+        measurement = autotune.TUNER.measure(kind, runnable, trial, request.device)
+    for c in candidates:
+        c.measured_us = measurement.timings_us.get(c.name)
+    ranked = sorted(measurement.timings_us.items(), key=lambda item: item[1])
+    reason = f"fastest measured ({ranked[0][1]:.0f} us" + (
+        f" vs {ranked[1][0]} {ranked[1][1]:.0f} us)" if len(ranked) > 1 else ")")
+    return measurement.winner, reason, candidates
+
+
+def choose(graph, request: Request, explicit: str | None = None,
+           trial: Callable[[str], object] | None = None) -> str:
+    """The backend name for this call. ``trial(name)`` runs the call on backend ``name`` (what
+    auto-tune times). Automatic decisions and family resolutions are cached on the graph."""
+    name, source = current_choice(explicit)
+    if name in AUTO_CHOICES:
+        key = (name, request)
+        if key not in graph._cache:
+            decide = _pick if name == "auto" else (lambda stats, req: _tuned(stats, req, trial))
+            graph._cache[key] = decide(graph.stats(), request)[0]
+        return graph._cache[key]
+    backend = registry.get(name)
+    if getattr(backend, "variants", ()):
+        key = ("family", name, request)
+        if key not in graph._cache:
+            graph._cache[key] = _resolve_family(graph.stats(), request, name)[0]
+        return graph._cache[key]
+    reason = backend.unsupported_reason(request)
+    if reason is not None:
+        raise RuntimeError(f"backend {name!r} (chosen via {source}) cannot run {request.kind} "
+                           f"{request.op}: {reason}. Use another backend or 'auto'.")
+    return name
+
+
+# ---------------------------------------------------------------------- explain
 @dataclasses.dataclass
 class Explanation:
     """What ``auto`` (or the user's choice) picks for one call, and why."""
@@ -174,64 +231,33 @@ class Explanation:
             f"features={self.request.feature_width} dtype={str(self.request.dtype).replace('torch.', '')} "
             f"device={self.request.device}",
             f"graph:   {s.num_src_nodes} src / {s.num_dst_nodes} dst nodes, {s.num_edges} edges, "
-            f"in-degree mean {s.mean_in_degree:.2f} max {s.max_in_degree} cv {s.cv_in_degree:.2f}",
+            f"in-degree mean {s.mean_in_degree:.2f} max {s.max_in_degree} cv {s.cv_in_degree:.2f}, "
+            f"max out-degree {s.max_out_degree}",
             "candidates:",
         ]
         for c in self.candidates:
-            cost = f"{c.estimate_us:10.1f} us" if c.estimate_us is not None else "         --"
-            lines.append(f"  {c.name:<14}{cost}  {c.note}")
+            cost = f"{c.estimate_us:10.1f} us" if c.estimate_us is not None and math.isfinite(c.estimate_us) \
+                else "         --"
+            measured = f"  (measured {c.measured_us:.1f} us)" if c.measured_us is not None else ""
+            lines.append(f"  {c.name:<14}{cost} estimated{measured}  {c.note}")
         return "\n".join(lines)
 
 
-def _candidates(stats, request: Request) -> list[Candidate]:
-    out = []
-    for name, backend in registry.all_backends().items():
-        status = registry.status_of(name)
-        if not status.ok:
-            out.append(Candidate(name, None, f"unavailable: {status.detail}"))
-            continue
-        reason = backend.unsupported_reason(request)
-        if reason is not None:
-            out.append(Candidate(name, None, f"cannot run this call: {reason}"))
-            continue
-        out.append(Candidate(name, backend.estimate_us(stats, request), status.detail))
-    return out
-
-
-def _pick(stats, request: Request) -> tuple[str, str, list[Candidate]]:
-    candidates = _candidates(stats, request)
-    runnable = [c for c in candidates if c.estimate_us is not None]
-    if not runnable:
-        raise RuntimeError(f"no backend can run {request.kind} {request.op} on {request.device}: "
-                           + "; ".join(f"{c.name}: {c.note}" for c in candidates))
-    best = min(runnable, key=lambda c: c.estimate_us)
-    others = sorted((c for c in runnable if c is not best), key=lambda c: c.estimate_us)
-    if others:
-        reason = (f"lowest estimated time ({best.estimate_us:.0f} us vs {others[0].name} "
-                  f"{others[0].estimate_us:.0f} us)")
-    else:
-        reason = "the only backend that can run this call here"
-    skipped = [c for c in candidates if c.estimate_us is None]
-    if skipped:
-        reason += "; skipped " + ", ".join(f"{c.name} ({c.note})" for c in skipped)
-    return best.name, reason, candidates
-
-
-def choose(graph, request: Request, explicit: str | None = None) -> str:
-    """The backend name for this call (fast path: auto decisions are cached on the graph)."""
-    name, source = current_choice(explicit)
-    if name != "auto":
-        backend = registry.get(name)
-        reason = backend.unsupported_reason(request)
-        if reason is not None:
-            raise RuntimeError(f"backend {name!r} (chosen via {source}) cannot run {request.kind} "
-                               f"{request.op}: {reason}. Use another backend or 'auto'.")
-        return name
-    key = ("auto", request)
-    cache = graph._cache
-    if key not in cache:
-        cache[key] = _pick(graph.stats(), request)[0]
-    return cache[key]
+def explain_request(stats, request: Request, choice: str = "auto", source: str = "auto") -> Explanation:
+    """The decision for ``request`` on a graph with statistics ``stats`` under ``choice``
+    (what :func:`explain` prints; usable for a device this machine does not have)."""
+    if choice == "auto":
+        name, reason, candidates = _pick(stats, request)
+        return Explanation(name, reason, "auto", request, stats, candidates)
+    if choice == "auto-tune":
+        name, reason, candidates = _tuned(stats, request, None)
+        return Explanation(name, reason, "auto-tune", request, stats, candidates)
+    backend = registry.get(choice)
+    if getattr(backend, "variants", ()):
+        name, reason, _ = _resolve_family(stats, request, choice)
+        return Explanation(name, f"requested via {source}; {reason}", source, request, stats,
+                           _candidates(stats, request))
+    return Explanation(choice, f"requested via {source}", source, request, stats, _candidates(stats, request))
 
 
 def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
@@ -243,9 +269,15 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
         op: a gspmm op ("copy_u", "u_mul_e", ...), a gsddmm op ("dot", "add", ...), "edge_softmax"
             or "gat_attention" (whose width is heads x features).
         reduce: the gspmm reduce (ignored for the others).
-        feat: a feature tensor (its width, dtype and device are used) or a feature width.
+        feat: a feature tensor (its width, dtype and device are used; for ``dot`` an operand, whose
+            last dimension the dot reduces) or the output feature width.
         backend: explain an explicit choice instead of the current one.
+
+    Given a message-passing layer instead of a graph, returns how its last propagate ran (fused
+    or materialized, and why): the layer's own ``explain()``.
     """
+    if not hasattr(graph, "stats") and callable(getattr(graph, "explain", None)):  # a unigraph.nn layer
+        return graph.explain()
     from unigraph.ops.spec import GSDDMM_OPS, GSPMM_OPS
     if op in GSPMM_OPS:
         kind = "gspmm"
@@ -259,17 +291,13 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
         raise ValueError(f"op must be a gspmm op {GSPMM_OPS}, a gsddmm op {GSDDMM_OPS}, 'edge_softmax' or "
                          f"'gat_attention'; got {op!r}")
     if isinstance(feat, torch.Tensor):
-        width, dtype, device = math.prod(feat.shape[1:]), feat.dtype, feat.device
+        # the output width, as the ops front door computes it (dot reduces the last dimension)
+        shape = feat.shape[1:-1] if op == "dot" else feat.shape[1:]
+        width, dtype, device = max(math.prod(shape), 1), feat.dtype, feat.device
     else:
         width, dtype, device = int(feat), torch.float32, graph.device
-    request = Request(kind, op, reduce, width, dtype, device)
-    stats = graph.stats()
     name, source = current_choice(backend)
-    if name == "auto":
-        chosen, reason, candidates = _pick(stats, request)
-        return Explanation(chosen, reason, "auto", request, stats, candidates)
-    candidates = _candidates(stats, request)
-    return Explanation(name, f"requested via {source}", source, request, stats, candidates)
+    return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device), name, source)
 
 
 # ---------------------------------------------------------------------- info

@@ -13,7 +13,6 @@ whose in-CSR is this graph's cached out-CSR, as in the DGL paper.
 from __future__ import annotations
 
 import importlib.util
-import math
 import warnings
 
 import torch
@@ -53,8 +52,8 @@ class SparseBackend(Backend):
         return Availability(True, detail)
 
     def estimate_us(self, stats, request: Request) -> float:
-        from unigraph.backends.selector import cost_sparse
-        return cost_sparse(stats, request)
+        from unigraph.backends.cost_model import estimate_sparse
+        return estimate_sparse(stats, request, _torch_sparse() is not None)
 
     # ------------------------------------------------------------------ g-SpMM
     def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):

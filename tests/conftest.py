@@ -6,7 +6,12 @@ Hypothesis profiles: ``ci`` (default, quick) and ``thorough`` (many more example
 from __future__ import annotations
 
 import os
-import pathlib
+
+# Before anything imports torch: OpenMP waiters that spin make every torch op many times slower on
+# a busy machine (see unigraph/__init__.py); unigraph sets this too, but torch is imported first here.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pathlib  # noqa: E402
 import sys
 
 import pytest
@@ -23,6 +28,11 @@ settings.register_profile("thorough", max_examples=400, deadline=None,
 settings.load_profile(os.environ.get("UNIGRAPH_HYPOTHESIS_PROFILE", "ci"))
 
 PLANETOID_RAW = REPO_ROOT.parent / "shared" / "datasets" / "planetoid" / "raw"
+
+# Triton picks compiled vs interpreted when it is first imported: on a CPU-only machine define its
+# kernels interpreted now, before anything else imports it (see tests/triton_setup.py).
+import triton_setup  # noqa: E402
+triton_setup.define_interpreted_kernels()
 
 
 @pytest.fixture(autouse=True)

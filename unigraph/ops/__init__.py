@@ -78,7 +78,8 @@ def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | N
     features = check_gspmm(g, op, reduce, u, e)
     u_k, e_k = _aligned(u, e)
     like = u_k if u_k is not None else e_k
-    name = selector.choose(g, _request("gspmm", op, reduce, features, like), backend)
+    name = selector.choose(g, _request("gspmm", op, reduce, features, like), backend,
+                           trial=lambda n: call_gspmm(g.tensors(), n, op, reduce, u_k, e_k))
     out = call_gspmm(g.tensors(), name, op, reduce, u_k, e_k)
     return out.reshape((g.num_dst_nodes,) + features)
 
@@ -105,7 +106,8 @@ def gsddmm(g: Graph, op: str, lhs: Tensor | None, rhs: Tensor | None, lhs_target
         lhs = None
     lhs_k, rhs_k = _aligned(lhs, rhs)
     like = lhs_k if lhs_k is not None else rhs_k
-    name = selector.choose(g, _request("gsddmm", op, None, features, like), backend)
+    name = selector.choose(g, _request("gsddmm", op, None, features, like), backend,
+                           trial=lambda n: call_gsddmm(g.tensors(), n, op, lhs_k, rhs_k, lhs_target, rhs_target))
     out = call_gsddmm(g.tensors(), name, op, lhs_k, rhs_k, lhs_target, rhs_target)
     return out.reshape((g.num_edges,) + features)
 
@@ -116,7 +118,8 @@ def edge_softmax(g: Graph, scores: Tensor, *, backend: str | None = None) -> Ten
     _check_graph(g)
     check_edge_scores(g, scores)
     scores_k, _ = _aligned(scores, None)
-    name = selector.choose(g, _request("edge_softmax", "softmax", None, tuple(scores.shape[1:]), scores_k), backend)
+    name = selector.choose(g, _request("edge_softmax", "softmax", None, tuple(scores.shape[1:]), scores_k), backend,
+                           trial=lambda n: call_edge_softmax(g.tensors(), n, scores_k))
     out = call_edge_softmax(g.tensors(), name, scores_k)
     return out.reshape(scores.shape)
 
@@ -150,7 +153,8 @@ def gat_attention(g: Graph, h: Tensor, el: Tensor, er: Tensor, negative_slope: f
     _check_graph(g)
     check_gat_attention(g, h, el, er, edge_scores, negative_slope, edge_mask)
     request = Request("gat_attention", "gat", None, max(math.prod(h.shape[1:]), 1), h.dtype, h.device)
-    name = selector.choose(g, request, backend)
+    name = selector.choose(g, request, backend, trial=lambda n: call_gat_attention(
+        g.tensors(), n, h, el, er, edge_scores, float(negative_slope), edge_mask))
     return call_gat_attention(g.tensors(), name, h, el, er, edge_scores, float(negative_slope), edge_mask)
 
 

@@ -260,7 +260,9 @@ def _gat_attention_backward(meta: tuple, saved: tuple, grad_out: Tensor, need: t
     h, el, er, edge_scores, edge_mask, out, row_max, row_sum = saved[_NUM_GRAPH_TENSORS:]
     g = _graph_of(saved, num_src, num_dst)
     fused = registry.get(backend).gat_attention_backward
-    if fused is not None:
+    # Fused kernels read real data and build no autograd graph: a trace, or a double backward
+    # (grad mode on inside backward), takes the composite formulas, which dispatch per primitive.
+    if fused is not None and not torch.is_grad_enabled() and not _use_operator(grad_out, h):
         return fused(g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max, row_sum,
                      grad_out.contiguous(), need)
     return gradients.gat_attention_backward(g, backend, h, el, er, edge_scores, negative_slope, edge_mask,

@@ -1,0 +1,641 @@
+"""Kernel microbenchmarks: every graph operator on every unigraph backend, ``auto`` and the
+peers importable here, per graph density, forward and forward+backward.
+
+Cases: the ops of :data:`OPS` (g-SpMM copy_u/sum, u_mul_e/sum with a scalar edge weight,
+copy_u/mean, copy_u/max; g-SDDMM u_dot_v and u_add_v; edge softmax on GAT-shaped scores; GAT's
+attention aggregation) x uniform random and R-MAT power-law graphs of ``--nodes`` nodes at mean
+in-degree ``--degrees`` x feature widths ``--widths`` (GAT-shaped ops use ``width // 16`` heads of
+16 features) x forward / forward+backward. A case whose E x width exceeds ``--budget`` elements
+is skipped (and listed): the message-materializing implementations would need several tensors
+of that size.
+
+Implementations: every available unigraph backend (family names excluded), ``auto`` (run as a
+user would: no backend argument), and the peers: torch-native gather + ``index_add_`` /
+``scatter_reduce_`` (PyG without torch-scatter), torch-scatter, torch-sparse ``matmul``,
+``torch.sparse`` CSR ``mm`` and DGL (``dgl.ops``, loaded through ``benchmarks.peers.load_dgl``).
+A peer without a natural kernel for an op is "n/a". Structures (CSR, DGL formats, SparseTensor)
+are built before timing, for every library alike.
+
+Timing: one warm-up call, then repeats until ``--min-time`` seconds or ``--max-reps`` runs (at
+least ``--min-reps``; one when a call takes over a second). Tables report the fastest
+run (``timings_ms``; the JSON also has every run and the median): on a machine shared with other
+work the slower runs measure the neighbours, the fastest what the code can do. The regret of
+``auto`` is the time of the backend it chose over the fastest unigraph backend, both from this
+run (so timer noise between two runs of the same kernel does not show up as regret);
+``vs best`` compares with every implementation, peers included.
+
+Outputs (``--out``, default ``benchmarks/results``): ``kernels_<device>.json`` (machine,
+versions, settings, every run), ``kernels_<device>.md`` (tables, regret, targets) and
+``kernels_<device>.png`` (time vs density per implementation).
+
+    python benchmarks/kernels.py                     # the full run (5,000 nodes; ~10 min on 2 cores)
+    python benchmarks/kernels.py --quick --out /tmp  # a smoke run in seconds
+    python benchmarks/kernels.py --fit benchmarks/results/kernels_cpu*.json  # cost-model constants
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import pathlib
+import statistics
+import sys
+import time
+from typing import Callable
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # `python benchmarks/kernels.py` from anywhere
+    sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+
+import unigraph  # noqa: E402
+from benchmarks.environment import machine, optional_module as _module, set_threads, synchronize, versions  # noqa: E402
+from benchmarks.peers import load_dgl  # noqa: E402
+from unigraph import backends as registry  # noqa: E402
+from unigraph import ops  # noqa: E402
+from unigraph.backends.base import Request  # noqa: E402
+from unigraph.data import rmat  # noqa: E402
+
+OPS = ["copy_u/sum", "u_mul_e/sum", "copy_u/mean", "copy_u/max", "u_dot_v", "u_add_v", "edge_softmax", "gat"]
+MODES = ["fwd", "fwd+bwd"]
+HEAD_WIDTH = 16  # GAT-shaped ops: width // 16 heads of 16 features
+SLOW_CALL_S = 1.0  # a call this slow is timed once after its warm-up: its noise is small relative
+PEERS = ["torch_native", "torch_scatter", "torch_sparse", "torch_sparse_csr", "dgl"]
+# The full run fits 2 CPU cores in about ten minutes: 5,000 nodes, and cases over 21M message
+# elements (E x width) skipped, which keeps degree 256 at width 16, 64 at 64 and 16 at 256.
+FULL = dict(nodes=5_000, degrees=[1, 4, 16, 64, 256], widths=[16, 64, 256], budget=21_000_000)
+QUICK = dict(nodes=300, degrees=[1, 16], widths=[16], budget=100_000_000)
+
+
+# ====================================================================== graphs and inputs
+def uniform_graph(num_nodes: int, degree: int, seed: int) -> unigraph.Graph:
+    gen = torch.Generator().manual_seed(seed)
+    edges = torch.randint(0, num_nodes, (2, num_nodes * degree), generator=gen)
+    return unigraph.Graph(edges, num_nodes=num_nodes)
+
+
+def make_graph(kind: str, num_nodes: int, degree: int, seed: int = 0) -> unigraph.Graph:
+    if kind == "uniform":
+        return uniform_graph(num_nodes, degree, seed)
+    return rmat(num_nodes, num_nodes * degree, seed=seed)
+
+
+@dataclasses.dataclass
+class Inputs:
+    """The leaf tensors of one case (all require grad) and the upstream gradient of its output."""
+
+    leaves: dict[str, torch.Tensor]
+    grad_out: torch.Tensor | None = None
+
+
+def make_inputs(op: str, g: unigraph.Graph, width: int, device: torch.device, seed: int = 0) -> Inputs:
+    gen = torch.Generator().manual_seed(seed)
+    n, e = g.num_nodes, g.num_edges
+
+    def leaf(*shape):
+        return torch.randn(shape, generator=gen).to(device).requires_grad_(True)
+
+    heads = max(1, width // HEAD_WIDTH)
+    if op in ("copy_u/sum", "copy_u/mean", "copy_u/max"):
+        return Inputs({"x": leaf(n, width)})
+    if op == "u_mul_e/sum":
+        return Inputs({"x": leaf(n, width), "w": leaf(e, 1)})
+    if op in ("u_dot_v", "u_add_v"):
+        return Inputs({"x": leaf(n, width), "y": leaf(n, width)})
+    if op == "edge_softmax":
+        return Inputs({"s": leaf(e, heads)})
+    return Inputs({"h": leaf(n, heads, width // heads), "el": leaf(n, heads), "er": leaf(n, heads)})
+
+
+def message_width(op: str, width: int) -> int:
+    """Elements per edge an E x F implementation materializes (what the budget limits)."""
+    return max(1, width // HEAD_WIDTH) if op == "edge_softmax" else width
+
+
+def op_request(op: str, width: int, device: torch.device) -> Request:
+    """The request the ops front door builds for a case (what the cost model sees)."""
+    heads = max(1, width // HEAD_WIDTH)
+    if op.startswith(("copy_u", "u_mul_e")):
+        name, reduce = op.split("/")
+        return Request("gspmm", name, reduce, width, torch.float32, device)
+    if op == "u_dot_v":
+        return Request("gsddmm", "dot", None, 1, torch.float32, device)
+    if op == "u_add_v":
+        return Request("gsddmm", "add", None, width, torch.float32, device)
+    if op == "edge_softmax":
+        return Request("edge_softmax", "softmax", None, heads, torch.float32, device)
+    return Request("gat_attention", "gat", None, width, torch.float32, device)
+
+
+# ====================================================================== implementations
+def unigraph_op(op: str, g: unigraph.Graph, t: dict, backend: str | None) -> torch.Tensor:
+    if op.startswith(("copy_u", "u_mul_e")):
+        name, reduce = op.split("/")
+        return ops.gspmm(g, name, reduce, t["x"], t.get("w"), backend=backend)
+    if op == "u_dot_v":
+        return ops.gsddmm(g, "dot", t["x"], t["y"], "u", "v", backend=backend)
+    if op == "u_add_v":
+        return ops.gsddmm(g, "add", t["x"], t["y"], "u", "v", backend=backend)
+    if op == "edge_softmax":
+        return ops.edge_softmax(g, t["s"], backend=backend)
+    return ops.gat_attention(g, t["h"], t["el"], t["er"], 0.2, backend=backend)
+
+
+class PeerGraph:
+    """One graph in every peer's own structure, built once (outside timing)."""
+
+    def __init__(self, g: unigraph.Graph, device: torch.device, dgl_module):
+        self.n, self.src, self.dst = g.num_nodes, g.src, g.dst
+        self.degree = g.in_degrees().clamp(min=1).to(torch.float32).unsqueeze(-1)
+        ptr, col, eid = g.in_csr()
+        self.in_ptr, self.in_src, self.in_eid = ptr, col, eid
+        self.ones_csr = torch.sparse_csr_tensor(ptr, col, torch.ones(col.numel(), device=device), (self.n, self.n))
+        self.dgl = None
+        if dgl_module is not None:
+            try:
+                self.dgl = dgl_module.graph((self.src, self.dst), num_nodes=self.n).to(device)
+            except dgl_module.DGLError as err:  # a CPU-only DGL build on a GPU machine: reported, DGL skipped
+                print(f"[dgl] cannot place a graph on {device}: {err}", file=sys.stderr)
+            else:
+                self.dgl.create_formats_()
+        self.sparse_tensor = None
+        if _module("torch_sparse") is not None:
+            import torch_sparse
+            order = torch.arange(self.src.numel(), device=device, dtype=torch.float32)
+            self.sparse_tensor = torch_sparse.SparseTensor(row=self.dst, col=self.src, value=order,
+                                                           sparse_sizes=(self.n, self.n))
+            self.sparse_perm = self.sparse_tensor.storage.value().long()  # edge id of each CSR slot
+            self.sparse_tensor = self.sparse_tensor.set_value(None)
+
+
+def _native_softmax(p: PeerGraph, s: torch.Tensor) -> torch.Tensor:
+    index = p.dst.view(-1, *([1] * (s.dim() - 1))).expand_as(s)
+    row_max = s.new_zeros((p.n,) + s.shape[1:]).scatter_reduce(0, index, s.detach(), "amax", include_self=False)
+    ex = (s - row_max.index_select(0, p.dst)).exp()
+    denom = s.new_zeros((p.n,) + s.shape[1:]).index_add(0, p.dst, ex)
+    return ex / denom.index_select(0, p.dst)
+
+
+def peer_op(peer: str, op: str, p: PeerGraph, t: dict) -> Callable[[], torch.Tensor] | None:
+    """The peer's implementation of ``op`` as a zero-argument callable, or None (n/a)."""
+    src, dst, n = p.src, p.dst, p.n
+    if peer == "torch_native":
+        def gather_sum(msg):
+            return msg.new_zeros((n,) + msg.shape[1:]).index_add(0, dst, msg)
+        table = {
+            "copy_u/sum": lambda: gather_sum(t["x"].index_select(0, src)),
+            "u_mul_e/sum": lambda: gather_sum(t["x"].index_select(0, src) * t["w"]),
+            "copy_u/mean": lambda: gather_sum(t["x"].index_select(0, src)) / p.degree,
+            "copy_u/max": lambda: t["x"].new_zeros((n, t["x"].shape[1])).scatter_reduce(
+                0, dst.view(-1, 1).expand(-1, t["x"].shape[1]), t["x"].index_select(0, src), "amax",
+                include_self=False),
+            "u_dot_v": lambda: (t["x"].index_select(0, src) * t["y"].index_select(0, dst)).sum(-1, keepdim=True),
+            "u_add_v": lambda: t["x"].index_select(0, src) + t["y"].index_select(0, dst),
+            "edge_softmax": lambda: _native_softmax(p, t["s"]),
+            "gat": lambda: gather_sum(t["h"].index_select(0, src) * _native_softmax(p, torch.nn.functional.leaky_relu(
+                t["el"].index_select(0, src) + t["er"].index_select(0, dst), 0.2)).unsqueeze(-1)),
+        }
+        return table.get(op)
+    if peer == "torch_scatter":
+        ts = _module("torch_scatter")
+        if ts is None:
+            return None
+        from torch_scatter.composite import scatter_softmax
+
+        def scatter(msg, reduce):
+            out = ts.scatter(msg, dst, dim=0, dim_size=n, reduce=reduce)
+            return out[0] if isinstance(out, tuple) else out
+        table = {
+            "copy_u/sum": lambda: scatter(t["x"].index_select(0, src), "sum"),
+            "u_mul_e/sum": lambda: scatter(t["x"].index_select(0, src) * t["w"], "sum"),
+            "copy_u/mean": lambda: scatter(t["x"].index_select(0, src), "mean"),
+            "copy_u/max": lambda: scatter(t["x"].index_select(0, src), "max"),
+            "edge_softmax": lambda: scatter_softmax(t["s"], dst, dim=0, dim_size=n),
+            "gat": lambda: scatter(t["h"].index_select(0, src) * scatter_softmax(torch.nn.functional.leaky_relu(
+                t["el"].index_select(0, src) + t["er"].index_select(0, dst), 0.2), dst, dim=0,
+                dim_size=n).unsqueeze(-1), "sum"),
+        }
+        return table.get(op)
+    if peer == "torch_sparse":
+        if p.sparse_tensor is None:
+            return None
+        import torch_sparse
+        adj = p.sparse_tensor
+        table = {
+            "copy_u/sum": lambda: torch_sparse.matmul(adj, t["x"], reduce="sum"),
+            "u_mul_e/sum": lambda: torch_sparse.matmul(
+                adj.set_value(t["w"].view(-1).index_select(0, p.sparse_perm), layout="csr"), t["x"], reduce="sum"),
+            "copy_u/mean": lambda: torch_sparse.matmul(adj, t["x"], reduce="mean"),
+            "copy_u/max": lambda: torch_sparse.matmul(adj, t["x"], reduce="max"),
+        }
+        return table.get(op)
+    if peer == "torch_sparse_csr":
+        def weighted():
+            values = t["w"].view(-1).index_select(0, p.in_eid)
+            return torch.sparse_csr_tensor(p.in_ptr, p.in_src, values, (n, n))
+        table = {
+            "copy_u/sum": lambda: torch.sparse.mm(p.ones_csr, t["x"]),
+            "u_mul_e/sum": lambda: torch.sparse.mm(weighted(), t["x"]),
+            "copy_u/mean": lambda: torch.sparse.mm(p.ones_csr, t["x"]) / p.degree,
+        }
+        return table.get(op)
+    if peer == "dgl":
+        if p.dgl is None:
+            return None
+        import dgl
+        dg = p.dgl
+        table = {
+            "copy_u/sum": lambda: dgl.ops.copy_u_sum(dg, t["x"]),
+            "u_mul_e/sum": lambda: dgl.ops.u_mul_e_sum(dg, t["x"], t["w"]),
+            "copy_u/mean": lambda: dgl.ops.copy_u_mean(dg, t["x"]),
+            "copy_u/max": lambda: dgl.ops.copy_u_max(dg, t["x"]),
+            "u_dot_v": lambda: dgl.ops.u_dot_v(dg, t["x"], t["y"]),
+            "u_add_v": lambda: dgl.ops.u_add_v(dg, t["x"], t["y"]),
+            "edge_softmax": lambda: dgl.ops.edge_softmax(dg, t["s"]),
+            "gat": lambda: dgl.ops.u_mul_e_sum(dg, t["h"], dgl.ops.edge_softmax(dg, torch.nn.functional.leaky_relu(
+                dgl.ops.u_add_v(dg, t["el"].unsqueeze(-1), t["er"].unsqueeze(-1)), 0.2))),
+        }
+        return table.get(op)
+    raise ValueError(f"unknown peer {peer!r}")
+
+
+# ====================================================================== timing
+def with_backward(forward: Callable[[], torch.Tensor], inputs: Inputs) -> Callable[[], object]:
+    leaves = list(inputs.leaves.values())
+
+    def run():
+        out = forward()
+        if inputs.grad_out is None or inputs.grad_out.shape != out.shape:
+            inputs.grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device)
+        return torch.autograd.grad(out, leaves, inputs.grad_out, allow_unused=True)
+    return run
+
+
+def measure_ms(run: Callable[[], object], device: torch.device, min_reps: int, max_reps: int,
+               min_time: float) -> list[float]:
+    """Times of the runs after one warm-up, in ms (one run when a call is slow)."""
+    start = time.perf_counter()
+    run()
+    synchronize(device)
+    if time.perf_counter() - start > SLOW_CALL_S:
+        min_reps = max_reps = 1
+    times: list[float] = []
+    while len(times) < min_reps or (sum(times) < min_time * 1e3 and len(times) < max_reps):
+        start = time.perf_counter()
+        run()
+        synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+# ====================================================================== the run
+def unigraph_backends(device: torch.device) -> list[str]:
+    names = []
+    for name, backend in registry.all_backends().items():
+        if not getattr(backend, "auto_candidate", True) or not registry.status_of(name).ok:
+            continue
+        if device.type == "cpu" and getattr(backend, "slow_on_cpu", False):
+            continue  # Triton's interpreter: not a CPU kernel
+        names.append(name)
+    return names
+
+
+def run_benchmark(args) -> dict:
+    device = torch.device(args.device)
+    dgl_module = load_dgl() if "dgl" in args.peers else None
+    if args.threads is not None:
+        set_threads(args.threads, dgl_module)
+    backends = unigraph_backends(device)
+    peers = [p for p in args.peers if p != "dgl" or dgl_module is not None]
+    result = {"machine": machine(device), "versions": versions(),
+              "settings": {"nodes": args.nodes, "degrees": args.degrees, "widths": args.widths, "ops": args.ops,
+                           "modes": args.modes, "graphs": args.graphs, "budget_elements": args.budget,
+                           "min_reps": args.min_reps, "max_reps": args.max_reps, "min_time_s": args.min_time,
+                           "quick": args.quick, "command": " ".join(sys.argv)},
+              "implementations": {"unigraph": backends, "auto": ["auto"], "peers": peers},
+              "started": datetime.datetime.now().isoformat(timespec="seconds"),
+              "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+              "cases": [], "skipped": []}
+    began = time.perf_counter()
+    for kind in args.graphs:
+        for degree in args.degrees:
+            g = make_graph(kind, args.nodes, degree).to(device).prepare()
+            peer_graph = PeerGraph(g, device, dgl_module)
+            for op in args.ops:
+                for width in args.widths:
+                    stats = g.stats()
+                    base = {"op": op, "graph": kind, "degree": degree, "nodes": stats.num_dst_nodes,
+                            "edges": stats.num_edges, "max_in_degree": stats.max_in_degree,
+                            "cv_in_degree": round(stats.cv_in_degree, 3), "width": width}
+                    elements = stats.num_edges * message_width(op, width)
+                    if elements > args.budget:
+                        reason = f"E x width = {elements:,} elements > budget {args.budget:,}"
+                        result["skipped"] += [{**base, "mode": mode, "reason": reason} for mode in args.modes]
+                        continue
+                    inputs = make_inputs(op, g, width, device)
+                    auto_choice = unigraph.explain(g, *_explain_args(op, inputs)).backend
+                    for mode in args.modes:
+                        case = {**base, "mode": mode, "auto_choice": auto_choice,
+                                **measure_case(args, g, peer_graph, op, width, inputs, mode, backends, peers)}
+                        _score(case, backends, peers)
+                        result["cases"].append(case)
+                        print(_progress_line(case), flush=True)
+    result["duration_s"] = round(time.perf_counter() - began, 1)
+    result["loadavg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return result
+
+
+def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width: int, inputs: Inputs, mode: str,
+                 backends: list[str], peers: list[str]) -> dict:
+    """Every implementation on one case: fastest and median times, all runs, errors, n/a."""
+    device = torch.device(args.device)
+    request = op_request(op, width, device)
+    out = {"timings_ms": {}, "median_ms": {}, "runs_ms": {}, "errors": {}, "not_applicable": []}
+    for impl in backends + ["auto"] + peers:
+        if impl in peers:
+            forward = peer_op(impl, op, peer_graph, inputs.leaves)
+        elif impl != "auto" and registry.get(impl).unsupported_reason(request) is not None:
+            forward = None  # e.g. numba on a GPU
+        else:
+            forward = (lambda b=None if impl == "auto" else impl: unigraph_op(op, g, inputs.leaves, b))
+        if forward is None:
+            out["not_applicable"].append(impl)
+            continue
+        run = with_backward(forward, inputs) if mode == "fwd+bwd" else _no_grad(forward)
+        try:
+            runs = measure_ms(run, device, args.min_reps, args.max_reps, args.min_time)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:
+            # reported, not hidden: an implementation without this path (e.g. torch.sparse CSR
+            # values that need a gradient) is listed with its error in the results
+            out["errors"][impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+            print(f"  [{impl}] {op} {mode}: {out['errors'][impl]}", file=sys.stderr)
+            continue
+        out["runs_ms"][impl] = [round(r, 4) for r in runs]
+        out["timings_ms"][impl] = round(min(runs), 4)
+        out["median_ms"][impl] = round(statistics.median(runs), 4)
+    return out
+
+
+def _explain_args(op: str, inputs: Inputs) -> tuple:
+    t = inputs.leaves
+    if op.startswith(("copy_u", "u_mul_e")):
+        name, reduce = op.split("/")
+        return name, reduce, t["x"]
+    if op == "u_dot_v":
+        return "dot", None, t["x"]
+    if op == "u_add_v":
+        return "add", None, t["x"]
+    if op == "edge_softmax":
+        return "edge_softmax", None, t["s"]
+    return "gat_attention", None, t["h"]
+
+
+def _no_grad(forward: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    def run():
+        with torch.no_grad():
+            return forward()
+    return run
+
+
+def _score(case: dict, backends: list[str], peers: list[str]) -> None:
+    timings = case["timings_ms"]
+    ours = {b: timings[b] for b in backends if b in timings}
+    case["best"] = min(timings, key=timings.get) if timings else None
+    case["best_unigraph"] = min(ours, key=ours.get) if ours else None
+    chosen = case["auto_choice"]
+    if ours and chosen in ours:
+        case["regret"] = round(ours[chosen] / ours[case["best_unigraph"]], 3)
+        case["vs_best"] = round(ours[chosen] / timings[case["best"]], 3)
+    else:
+        case["regret"] = case["vs_best"] = None
+    if "dgl" in timings and ours:
+        case["best_unigraph_vs_dgl"] = round(ours[case["best_unigraph"]] / timings["dgl"], 3)
+
+
+def _progress_line(case: dict) -> str:
+    timings = " ".join(f"{k}={v:.3g}" for k, v in case["timings_ms"].items())
+    return (f"{case['op']:<13}{case['graph']:<8}d={case['degree']:<4}F={case['width']:<4}{case['mode']:<8}"
+            f"auto={case['auto_choice']} regret={case['regret']}  {timings}")
+
+
+# ====================================================================== reports
+def write_markdown(result: dict, path: pathlib.Path) -> None:
+    impls = result["implementations"]["unigraph"] + ["auto"] + result["implementations"]["peers"]
+    m, s = result["machine"], result["settings"]
+    regrets = [c["regret"] for c in result["cases"] if c["regret"] is not None]
+    lines = [f"# Kernel microbenchmarks ({m['device']})", "",
+             f"Generated by `{s['command']}` on {result['started']} in {result['duration_s']} s.", "",
+             f"Machine: {m['cpu']}, {m['cpu_count']} cores; threads: torch {m['torch_threads']}, "
+             f"numba {m['numba_threads']}"
+             + (f", GPU {m['gpu']}" if m["gpu"] else "") + f"; load average at start/end "
+             f"{_load(result['loadavg_start'])} / {_load(result['loadavg_end'])}.", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v), "",
+             f"Graphs: {s['nodes']:,} nodes, mean in-degree {s['degrees']}, {', '.join(s['graphs'])}; "
+             f"widths {s['widths']} (GAT-shaped ops: width/16 heads of 16). Times in ms, the fastest of "
+             f"the runs (see the JSON for all); **bold** is the fastest implementation.", ""]
+    if regrets:
+        within = sum(r <= 1.1 for r in regrets)
+        worst = max(result["cases"], key=lambda c: c["regret"] or 0)
+        lines += ["## Regret of `auto`", "",
+                  "`auto`'s choice vs the fastest unigraph backend, per case: "
+                  f"median {statistics.median(regrets):.2f}x, "
+                  f"worst {max(regrets):.2f}x ({worst['op']} {worst['graph']} d={worst['degree']} F={worst['width']} "
+                  f"{worst['mode']}: chose {worst['auto_choice']}, best {worst['best_unigraph']}); "
+                  f"{within} of {len(regrets)} cases within the 1.1x target.", ""]
+    spreads = [c["median_ms"][i] / c["timings_ms"][i] for c in result["cases"] for i in c["timings_ms"]
+               if len(c["runs_ms"][i]) > 1]
+    if spreads:
+        lines += [f"Noise: over the {len(spreads)} measurements with several runs, the median run was "
+                  f"{statistics.median(spreads) - 1:.0%} slower than the fastest (90th percentile "
+                  f"{sorted(spreads)[int(0.9 * (len(spreads) - 1))] - 1:.0%}).", ""]
+    lines += _dgl_target_lines(result)
+    lines += ["## All cases", "",
+              "| op | graph | deg | F | mode | " + " | ".join(impls) + " | auto chose | regret | vs best |",
+              "|" + "---|" * (len(impls) + 8)]
+    for c in result["cases"]:
+        cells = []
+        for impl in impls:
+            if impl in c["timings_ms"]:
+                value = f"{c['timings_ms'][impl]:.3g}"
+                cells.append(f"**{value}**" if impl == c["best"] else value)
+            else:
+                cells.append("err" if impl in c["errors"] else "n/a")
+        regret = f"{c['regret']:.2f}" if c["regret"] is not None else "-"
+        vs_best = f"{c['vs_best']:.2f}" if c["vs_best"] is not None else "-"
+        lines.append(f"| {c['op']} | {c['graph']} | {c['degree']} | {c['width']} | {c['mode']} | "
+                     + " | ".join(cells) + f" | {c['auto_choice']} | {regret} | {vs_best} |")
+    if result["skipped"]:
+        lines += ["", f"Skipped over the memory budget ({s['budget_elements']:,} elements per E x width tensor): "
+                  + ", ".join(sorted({f"{c['op']} d={c['degree']} F={c['width']}" for c in result['skipped']}))]
+    errors = [(c, impl, msg) for c in result["cases"] for impl, msg in c["errors"].items()]
+    if errors:
+        lines += ["", "Errors (implementation could not run the case):"]
+        lines += sorted({f"- {impl} on {c['op']} {c['mode']}: {msg}" for c, impl, msg in errors})
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _load(value) -> str:
+    return "-" if not value else "/".join(f"{x:.1f}" for x in value)
+
+
+def _dgl_target_lines(result: dict) -> list[str]:
+    rows = [c for c in result["cases"] if c["op"] == "copy_u/sum" and c["mode"] == "fwd+bwd"
+            and c["width"] == 64 and "dgl" in c["timings_ms"] and c["best_unigraph"]]
+    if not rows:
+        return []
+    lines = ["## Target: copy_u/sum forward+backward within 1.5x of DGL (F = 64)", "",
+             "| graph | degree | DGL ms | best unigraph | ms | ratio | auto ratio | met |", "|---" * 8 + "|"]
+    for c in rows:
+        dgl_ms = c["timings_ms"]["dgl"]
+        best = c["timings_ms"][c["best_unigraph"]]
+        auto = c["timings_ms"].get(c["auto_choice"], float("nan"))
+        lines.append(f"| {c['graph']} | {c['degree']} | {dgl_ms:.3g} | {c['best_unigraph']} | {best:.3g} | "
+                     f"{best / dgl_ms:.2f} | {auto / dgl_ms:.2f} | {'yes' if auto / dgl_ms <= 1.5 else 'NO'} |")
+    return lines + [""]
+
+
+def write_plot(result: dict, path: pathlib.Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    widths = result["settings"]["widths"]
+    width = 64 if 64 in widths else widths[0]
+    mode = "fwd+bwd" if "fwd+bwd" in result["settings"]["modes"] else result["settings"]["modes"][0]
+    impls = result["implementations"]["unigraph"] + ["auto"] + result["implementations"]["peers"]
+    ops_here = result["settings"]["ops"]
+    cols = 4
+    rows = math.ceil(len(ops_here) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, op in zip(axes.flat, ops_here):
+        for impl in impls:
+            for kind, style in (("uniform", "-"), ("rmat", ":")):
+                points = sorted((c["degree"], c["timings_ms"][impl]) for c in result["cases"]
+                                if c["op"] == op and c["graph"] == kind and c["width"] == width
+                                and c["mode"] == mode and impl in c["timings_ms"])
+                if points:
+                    ax.plot(*zip(*points), style, marker="o", markersize=3, label=impl if kind == "uniform" else None,
+                            color=_color(impls, impl), linewidth=2.2 if impl == "auto" else 1.2)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(op, fontsize=10)
+        ax.set_xlabel("mean in-degree")
+        ax.set_ylabel("ms")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in list(axes.flat)[len(ops_here):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.suptitle(f"{mode}, F = {width}, {result['settings']['nodes']:,} nodes ({result['machine']['device']}); "
+                 "solid: uniform, dotted: R-MAT", fontsize=11)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.96))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _color(impls: list[str], impl: str):
+    import matplotlib
+    return matplotlib.colormaps["tab10"](impls.index(impl) % 10)
+
+
+# ====================================================================== fitting the cost model
+FIT_FAMILIES = {  # benchmark op -> cost-model family it calibrates (u_dot_v: see the note in fit())
+    "copy_u/sum": "spmm_sum", "u_mul_e/sum": "spmm_sum", "copy_u/mean": "spmm_sum",
+    "copy_u/max": "spmm_extreme", "u_add_v": "sddmm", "edge_softmax": "edge_softmax", "gat": "gat_attention"}
+
+
+def fit(result: dict) -> dict[str, dict[str, list[float]]]:
+    """Least-squares constants ``[launch_us, edge_ns, index_ns, node_ns]`` per backend and family
+    from the forward timings (fastest runs), minimizing relative error, non-negative (scipy's nnls).
+
+    u_dot_v is left out: the cost model sees dot's output width (1), not its input width, so
+    its time cannot be fitted on the same axis as the other g-SDDMMs. The torch-native peer is
+    fitted too: its rates are those of the scatter backend without torch-scatter."""
+    import numpy as np
+    from scipy.optimize import nnls
+    fitted: dict[str, dict[str, list[float]]] = {}
+    device = torch.device(result["machine"]["device"])
+    peers = [p for p in ("torch_native",) if p in result["implementations"]["peers"]]
+    for backend in result["implementations"]["unigraph"] + peers:
+        for family in sorted(set(FIT_FAMILIES.values())):
+            rows, target = [], []
+            for c in result["cases"]:
+                if c["mode"] != "fwd" or FIT_FAMILIES.get(c["op"]) != family or backend not in c["timings_ms"]:
+                    continue
+                width = op_request(c["op"], c["width"], device).feature_width
+                t_us = c["timings_ms"][backend] * 1e3
+                rows.append([1.0, c["edges"] * width / 1e3, c["edges"] / 1e3, c["nodes"] * width / 1e3])
+                target.append(t_us)
+            if len(rows) < 4:
+                continue
+            a, b = np.array(rows), np.array(target)
+            coef, _ = nnls(a / b[:, None], np.ones_like(b))
+            errors = np.abs(a @ coef / b - 1)
+            fitted.setdefault(backend, {})[family] = [round(float(x), 4) for x in coef] + [
+                round(float(np.median(errors)), 3), len(rows)]
+    return fitted
+
+
+def print_fit(fitted: dict) -> None:
+    print("# LinearCost(launch_us, edge_ns, index_ns, node_ns)   median |relative error|, cases")
+    for backend, families in fitted.items():
+        print(f'"{backend}": {{')
+        for family, (launch, edge, index, node, err, count) in families.items():
+            print(f'    "{family}": LinearCost({launch}, {edge}, {index}, {node}),'
+                  f'  # {err:.0%} median error, {count} cases')
+        print("},")
+
+
+# ====================================================================== command line
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny graphs, one repeat: a smoke run")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--nodes", type=int)
+    parser.add_argument("--degrees", type=int, nargs="+")
+    parser.add_argument("--widths", type=int, nargs="+")
+    parser.add_argument("--ops", nargs="+", default=OPS, choices=OPS)
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--graphs", nargs="+", default=["uniform", "rmat"], choices=["uniform", "rmat"])
+    parser.add_argument("--peers", nargs="*", default=PEERS, choices=PEERS)
+    parser.add_argument("--budget", type=int, help="skip cases whose E x width exceeds this many elements")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch, numba and DGL (default: theirs)")
+    parser.add_argument("--min-reps", type=int, default=3)
+    parser.add_argument("--max-reps", type=int, default=10)
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds of timed runs per measurement")
+    parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "benchmarks" / "results")
+    parser.add_argument("--name", help="file name stem of the outputs (default: kernels_<device>)")
+    parser.add_argument("--fit", type=pathlib.Path, nargs="+", metavar="RESULTS_JSON",
+                        help="print cost-model constants fitted to results files and exit")
+    args = parser.parse_args(argv)
+    preset = QUICK if args.quick else FULL
+    for key, value in preset.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.quick:
+        args.min_reps, args.max_reps, args.min_time = 1, 1, 0.0
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.fit is not None:
+        results = [json.loads(path.read_text()) for path in args.fit]
+        merged = {**results[0], "cases": [case for result in results for case in result["cases"]]}
+        print_fit(fit(merged))
+        return
+    result = run_benchmark(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.name or f"kernels_{torch.device(args.device).type}"
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_markdown(result, args.out / f"{stem}.md")
+    write_plot(result, args.out / f"{stem}.png")
+    print(f"wrote {args.out / stem}.json, .md, .png ({result['duration_s']} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""``benchmarks/kernels.py`` runs end to end (``--quick`` on a tiny graph) and reports every case
+with the regret of ``auto``; its cost-model fit recovers known constants."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+from unigraph import backends as registry
+
+SCRIPT = REPO_ROOT / "benchmarks" / "kernels.py"
+sys.path.insert(0, str(REPO_ROOT))
+from benchmarks import kernels  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    command = [sys.executable, str(SCRIPT), "--quick", "--nodes", "64", "--degrees", "1", "4", "--widths", "16",
+               "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_json_has_every_case_with_auto_and_its_regret(quick_run):
+    result = json.loads((quick_run / "kernels_cpu.json").read_text())
+    assert result["machine"]["cpu_count"] and result["versions"]["torch"] == torch.__version__
+    expected = {(op, graph, degree, 16, mode) for op in kernels.OPS for graph in ("uniform", "rmat")
+                for degree in (1, 4) for mode in kernels.MODES}
+    cases = {(c["op"], c["graph"], c["degree"], c["width"], c["mode"]): c for c in result["cases"]}
+    assert set(cases) == expected and len(result["cases"]) == len(expected)
+    backends = [n for n, b in registry.all_backends().items()
+                if registry.status_of(n).ok and getattr(b, "auto_candidate", True) and not getattr(b, "slow_on_cpu", 0)]
+    assert result["implementations"]["unigraph"] == backends
+    for case in result["cases"]:
+        assert set(backends) | {"auto"} <= set(case["timings_ms"]), case
+        assert case["auto_choice"] in backends
+        assert case["regret"] >= 1.0 and case["vs_best"] >= case["regret"] - 1e-3  # peers only add candidates
+        assert case["best"] in case["timings_ms"]
+        best = case["timings_ms"][case["best_unigraph"]]
+        assert case["regret"] == pytest.approx(case["timings_ms"][case["auto_choice"]] / best, rel=1e-2)
+
+
+def test_markdown_and_plot_are_written(quick_run):
+    text = (quick_run / "kernels_cpu.md").read_text()
+    assert "| auto chose | regret | vs best |" in text and "## Regret of `auto`" in text
+    rows = [line for line in text.splitlines() if line.startswith("| copy_u/sum |")]
+    assert len(rows) == 2 * 2 * 2  # graphs x degrees x modes at one width
+    png = (quick_run / "kernels_cpu.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_fit_recovers_the_constants_that_generated_the_timings():
+    truth = {"scatter": [40.0, 2.5, 3.0, 0.5], "sparse": [60.0, 0.2, 10.0, 1.0]}
+    cases = []
+    for degree in (1, 4, 16, 64):
+        for width in (16, 64, 256):
+            for nodes in (1000, 20_000):
+                edges = nodes * degree
+                timings = {b: (c[0] + (c[1] * edges * width + c[2] * edges + c[3] * nodes * width) / 1e3) / 1e3
+                           for b, c in truth.items()}
+                cases.append({"op": "copy_u/sum", "mode": "fwd", "edges": edges, "nodes": nodes, "width": width,
+                              "timings_ms": timings})
+    result = {"machine": {"device": "cpu"}, "implementations": {"unigraph": list(truth), "peers": []}, "cases": cases}
+    fitted = kernels.fit(result)
+    for backend, constants in truth.items():
+        got = fitted[backend]["spmm_sum"]
+        assert got[:4] == pytest.approx(constants, rel=1e-3, abs=1e-3)
+        assert got[4] < 1e-3 and got[5] == len(cases)

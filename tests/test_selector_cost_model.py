@@ -1,0 +1,137 @@
+"""The cost model's decisions at its ends: skewed vs balanced degrees on a GPU, tiny vs large
+graphs, what is installed, and that auto never runs Triton's interpreter.
+
+GPU requests are explained without a GPU: ``explain_request`` takes the statistics and a
+request for any device, and the ``pretend_available`` fixture marks every backend available.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import unigraph
+from unigraph import backends as registry
+from unigraph.backends import Availability, Request, _STATUS, cost_model, selector
+from unigraph.graph import DegreeStats
+
+CUDA = torch.device("cuda")
+CPU = torch.device("cpu")
+
+
+def stats(nodes: int, edges: int, max_in: int, cv: float = 1.0) -> DegreeStats:
+    return DegreeStats(num_src_nodes=nodes, num_dst_nodes=nodes, num_edges=edges, mean_in_degree=edges / nodes,
+                       max_in_degree=max_in, cv_in_degree=cv, max_out_degree=max(1, edges // nodes * 3))
+
+
+def request(kind="gspmm", op="copy_u", reduce="sum", width=64, dtype=torch.float32, device=CUDA) -> Request:
+    return Request(kind, op, reduce, width, dtype, device)
+
+
+# A power-law graph whose hub holds a third of the edges, and a balanced one of the same size.
+HUB = stats(200_000, 3_000_000, max_in=1_000_000, cv=40.0)
+BALANCED = stats(200_000, 3_000_000, max_in=35, cv=0.25)
+TINY = stats(12, 30, max_in=5)
+
+
+@pytest.fixture
+def pretend_available(monkeypatch):
+    """Every registered backend reports itself available (as on a GPU machine with all extras)."""
+    for name in registry.names():
+        monkeypatch.setitem(_STATUS, name, Availability(True, "pretend"))
+
+
+@pytest.mark.parametrize("op,reduce", [("copy_u", "sum"), ("u_mul_e", "sum"), ("u_add_e", "max")])
+def test_gpu_hub_graph_goes_edge_parallel_balanced_goes_node_parallel(pretend_available, op, reduce):
+    assert selector.explain_request(HUB, request(op=op, reduce=reduce)).backend == "triton_edge"
+    assert selector.explain_request(BALANCED, request(op=op, reduce=reduce)).backend == "triton_node"
+
+
+def test_gpu_fused_attention_stays_node_parallel_unless_one_row_dominates(pretend_available):
+    for kind, op in (("gat_attention", "gat"), ("edge_softmax", "softmax")):
+        assert selector.explain_request(BALANCED, request(kind, op, None, 64)).backend == "triton_node"
+        assert selector.explain_request(HUB, request(kind, op, None, 64)).backend == "triton_edge"
+
+
+def test_gpu_tiny_graph_goes_to_the_lowest_launch_cost(pretend_available):
+    chosen = selector.explain_request(TINY, request(width=8))
+    family = cost_model.op_family(request())
+    cheapest_launch = min(cost_model.GPU_COSTS, key=lambda name: cost_model.GPU_COSTS[name][family].launch_us)
+    assert chosen.backend == cheapest_launch
+
+
+def test_gpu_half_precision_extremes_cannot_go_edge_parallel(pretend_available):
+    bf16_max = request(reduce="max", dtype=torch.bfloat16)
+    explanation = selector.explain_request(HUB, bf16_max)
+    assert explanation.backend != "triton_edge"
+    edge = next(c for c in explanation.candidates if c.name == "triton_edge")
+    assert edge.estimate_us is None and "atomic max/min" in edge.note
+    # asked for by family name, the call still runs: on the node-parallel variant
+    assert selector.explain_request(HUB, bf16_max, "triton", "argument").backend == "triton_node"
+    assert selector.explain_request(HUB, request(reduce="max"), "triton", "argument").backend == "triton_edge"
+
+
+def test_family_name_is_never_an_auto_candidate(pretend_available):
+    explanation = selector.explain_request(BALANCED, request())
+    family = next(c for c in explanation.candidates if c.name == "triton")
+    assert not family.auto and "family name" in explanation.reason
+
+
+def test_auto_never_picks_triton_for_cpu_calls(pretend_available):
+    for graph_stats in (HUB, BALANCED, TINY):
+        for kind, op, reduce in (("gspmm", "copy_u", "sum"), ("gspmm", "u_mul_e", "max"), ("gsddmm", "dot", None),
+                                 ("gat_attention", "gat", None)):
+            chosen = selector.explain_request(graph_stats, request(kind, op, reduce, device=CPU)).backend
+            assert not chosen.startswith("triton"), (graph_stats, kind, op)
+
+
+def test_cpu_ends_of_the_measured_model():
+    """Launch overhead decides tiny graphs, E x F traffic large ones (benchmarks/kernels.py):
+    between the torch backends, scatter's fewer launches win a 30-edge graph and the CSR
+    products win copy_u/sum at N = 20,000, degree 32."""
+    torch_only = ["scatter", "sparse"]
+    large = stats(20_000, 640_000, max_in=60, cv=0.18)
+    tiny_choice = selector._cheapest(selector._candidates(TINY, request(width=8, device=CPU), torch_only),
+                                     request(device=CPU), "backend")[0]
+    large_choice = selector._cheapest(selector._candidates(large, request(device=CPU), torch_only),
+                                      request(device=CPU), "backend")[0]
+    assert (tiny_choice, large_choice) == ("scatter", "sparse")
+
+
+def test_what_is_installed_changes_the_estimate():
+    large = stats(20_000, 640_000, max_in=60)
+    cpu_sum = request(device=CPU)
+    assert cost_model.estimate_scatter(large, cpu_sum, True) < cost_model.estimate_scatter(large, cpu_sum, False)
+    cpu_max = request(reduce="max", device=CPU)
+    assert cost_model.estimate_sparse(large, cpu_max, True) < cost_model.estimate_sparse(large, cpu_max, False)
+
+
+def test_node_parallel_estimate_grows_with_the_largest_row_only():
+    """Same edges and nodes: the longest row bounds node-parallel time, not edge-parallel's."""
+    node = [cost_model.estimate_triton(s, request(), "node") for s in (BALANCED, HUB)]
+    edge = [cost_model.estimate_triton(s, request(), "edge") for s in (BALANCED, HUB)]
+    assert node[1] - node[0] > 10 * (edge[1] - edge[0]) > 0
+
+
+def test_explain_prints_statistics_candidates_and_reason(pretend_available):
+    text = str(selector.explain_request(HUB, request()))
+    for expected in ("in-degree mean 15.00 max 1000000 cv 40.00", "candidates:", "reason:", "triton_node",
+                     "triton_edge", "scatter", "sparse", "lowest estimated time"):
+        assert expected in text, expected
+
+
+def test_explicit_triton_without_gpu_or_interpreter_fails_loudly():
+    if registry.status_of("triton_node").ok:
+        pytest.skip("Triton can run here (a GPU, or TRITON_INTERPRET=1 in the environment)")
+    g = unigraph.Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    with pytest.raises(RuntimeError, match="'triton_node' was requested but cannot run here: .*TRITON_INTERPRET=1"):
+        unigraph.ops.gspmm(g, "copy_u", "sum", torch.ones(2, 3), backend="triton_node")
+
+
+def test_every_cost_table_covers_every_op_family():
+    for table in (cost_model.CPU_COSTS, cost_model.GPU_COSTS):
+        for backend, rows in table.items():
+            assert set(rows) == set(cost_model.FAMILIES), backend
+    requests = [request("gspmm", op, reduce) for op in ("copy_u", "u_add_e") for reduce in ("sum", "max")]
+    requests += [request("gsddmm", "dot", None), request("edge_softmax", "softmax", None),
+                 request("gat_attention", "gat", None)]
+    assert {cost_model.op_family(r) for r in requests} == set(cost_model.FAMILIES)
