@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from unigraph.backends.base import Availability, Backend, Request, gsddmm_by_gather, per_slice_plan
+from unigraph.backends.base import (
+    Availability, Backend, Request, gsddmm_by_gather, per_slice_plan, take_or_minus_one)
 from unigraph.ops.spec import broadcast_feature_shape, broadcast_offsets
 from unigraph.structure import GraphTensors
 
@@ -98,31 +99,35 @@ class NumbaBackend(Backend):
         if g.num_edges == 0 or width == 0:
             empty_arg = torch.full(out.shape, -1, dtype=torch.int64)
             return (out, None, None) if reduce == "sum" else (out, empty_arg, empty_arg.clone())
-        ptr, src, eid = _np(g.in_ptr), _np(g.in_src), _np(g.in_eid)
+        ptr = _np(g.in_ptr)
+        out2 = _np(out.view(g.num_dst, width))
+        if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
+            rows = _np(g.in_src if op == "copy_u" else g.in_eid)
+            x = _np(like.reshape(like.shape[0], width))
+            if reduce == "sum":
+                spmm.gather_sum(ptr, rows, x, out2)
+                return out, None, None
+            slot = torch.empty(out.shape, dtype=torch.int64)
+            spmm.gather_extreme(ptr, rows, x, reduce == "max", out2, _np(slot.view(g.num_dst, width)))
+            return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
+        src, eid = _np(g.in_src), _np(g.in_eid)
         if reduce == "sum":
             plan = per_slice_plan(op, u, e)
-            if plan is not None and plan[1] is None:
-                spmm.copy_u_sum(ptr, src, _np(u.reshape(u.shape[0], width)), _np(out.view(g.num_dst, width)))
-                return out, None, None
             if plan is not None:
                 mat, weights, _ = plan
                 spmm.weighted_sum(ptr, src, eid, _np(mat), _np(weights), _np(out.view((g.num_dst,) + mat.shape[1:])))
                 return out, None, None
-        dummy = np.zeros((1, 1), dtype=_np(like[:0]).dtype)
-        u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:]))) if u is not None else dummy
-        e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:]))) if e is not None else dummy
-        uoff = _offsets(tuple(u.shape[1:]), features) if u is not None else np.zeros(width, dtype=np.int64)
-        eoff = _offsets(tuple(e.shape[1:]), features) if e is not None else np.zeros(width, dtype=np.int64)
+        u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:])))
+        e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:])))
+        uoff, eoff = _offsets(tuple(u.shape[1:]), features), _offsets(tuple(e.shape[1:]), features)
         code = messages.CODES[op]
-        out2 = _np(out.view(g.num_dst, width))
         if reduce == "sum":
             spmm.binary_sum(ptr, src, eid, u2, e2, uoff, eoff, code, out2)
             return out, None, None
-        arg_u = torch.empty(out.shape, dtype=torch.int64)
-        arg_e = torch.empty(out.shape, dtype=torch.int64)
+        slot = torch.empty(out.shape, dtype=torch.int64)
         spmm.binary_extreme(ptr, src, eid, u2, e2, uoff, eoff, code, reduce == "max", out2,
-                            _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
-        return out, arg_u, arg_e
+                            _np(slot.view(g.num_dst, width)))
+        return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
 
     # ------------------------------------------------------------------ g-SDDMM
     def gsddmm(self, g: GraphTensors, op: str, lhs, rhs, lhs_target: str, rhs_target: str) -> Tensor:

@@ -2,16 +2,19 @@ r"""g-SpMM on the CPU, node-parallel over the in-CSR.
 
 :math:`out_{v,k} = \bigoplus_{p \in [ptr_v, ptr_{v+1})} op(u_{src_p, uoff_k}, e_{eid_p, eoff_k})`
 
-``uoff``/``eoff`` map each output element to its element in a (broadcast) operand row (see
-``unigraph.ops.spec.broadcast_offsets``). Two specializations skip the offsets where the shapes
-allow contiguous inner loops that LLVM vectorizes: ``copy_u`` + sum (the workhorse of GCN/SAGE
-and of every backward pass) and per-slice edge weights ``u [N, P, Q] * e [E, P]`` + sum
-(GAT's weighted sum, edge-weighted GCN). Rows without in-edges stay 0 and get arg -1.
+Copy ops read one operand row per edge: ``rows`` is ``src`` (copy_u) or ``eid`` (copy_e), so
+one kernel serves both and never touches an operand the op does not read. Binary ops map each
+output element to its element in a (broadcast) operand row with ``uoff``/``eoff`` (see
+``unigraph.ops.spec.broadcast_offsets``); per-slice edge weights ``u [N, P, Q] * e [E, P]``
+(GAT's weighted sum, edge-weighted GCN) have their own contiguous kernel, which LLVM
+vectorizes like the copy kernels.
+
+Max/min kernels record, per output element, the CSR slot of the winning edge (first on ties);
+the caller maps slots to source ids and edge ids. Rows without in-edges give 0 and slot -1.
 """
 from __future__ import annotations
 
 import numba
-import numpy as np
 from numba import prange
 
 from unigraph.kernels.cpu import FASTMATH
@@ -19,14 +22,38 @@ from unigraph.kernels.cpu.messages import apply
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def copy_u_sum(ptr, src, u, out):
-    """out[v] = sum of u[src] over v's in-edges (out zero-initialized, [Nd, K])."""
+def gather_sum(ptr, rows, x, out):
+    """out[v] = sum of x[rows[p]] over v's CSR slots p (out zero-initialized, [Nd, K])."""
     width = out.shape[1]
     for v in prange(out.shape[0]):
         for p in range(ptr[v], ptr[v + 1]):
-            s = src[p]
+            r = rows[p]
             for k in range(width):
-                out[v, k] += u[s, k]
+                out[v, k] += x[r, k]
+
+
+@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+def gather_extreme(ptr, rows, x, is_max, out, slot):
+    """out[v] = elementwise max (is_max) or min of x[rows[p]] over v's slots, and the slot."""
+    width = out.shape[1]
+    for v in prange(out.shape[0]):
+        start, end = ptr[v], ptr[v + 1]
+        if start == end:
+            for k in range(width):
+                out[v, k] = 0
+                slot[v, k] = -1
+            continue
+        r = rows[start]
+        for k in range(width):
+            out[v, k] = x[r, k]
+            slot[v, k] = start
+        for p in range(start + 1, end):
+            r = rows[p]
+            for k in range(width):
+                value = x[r, k]
+                if (value > out[v, k]) if is_max else (value < out[v, k]):
+                    out[v, k] = value
+                    slot[v, k] = p
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -56,36 +83,26 @@ def binary_sum(ptr, src, eid, u, e, uoff, eoff, op, out):
 
 
 @numba.njit(parallel=True, cache=True)
-def binary_extreme(ptr, src, eid, u, e, uoff, eoff, op, is_max, out, arg_u, arg_e):
-    """Max (is_max) or min over in-edges, with the source and edge id of the winner.
-
-    Strict comparison keeps the first edge in CSR order on ties. Empty rows: 0 and -1.
-    """
+def binary_extreme(ptr, src, eid, u, e, uoff, eoff, op, is_max, out, slot):
+    """Max (is_max) or min over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and the slot."""
     width = out.shape[1]
     for v in prange(out.shape[0]):
         start, end = ptr[v], ptr[v + 1]
         if start == end:
             for k in range(width):
                 out[v, k] = 0
-                arg_u[v, k] = -1
-                arg_e[v, k] = -1
+                slot[v, k] = -1
             continue
         s = src[start]
         edge = eid[start]
         for k in range(width):
             out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-            arg_u[v, k] = s
-            arg_e[v, k] = edge
+            slot[v, k] = start
         for q in range(start + 1, end):
             s = src[q]
             edge = eid[q]
             for k in range(width):
                 value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                better = value > out[v, k] if is_max else value < out[v, k]
-                if better:
+                if (value > out[v, k]) if is_max else (value < out[v, k]):
                     out[v, k] = value
-                    arg_u[v, k] = s
-                    arg_e[v, k] = edge
-
-
-DUMMY_ROWS = np.zeros((1, 1), dtype=np.float32)  # stands in for the operand an op does not read
+                    slot[v, k] = q
