@@ -16,6 +16,7 @@ from torch import Tensor
 
 from unigraph.backends.base import (
     Availability, Backend, Request, gsddmm_by_gather, per_slice_plan, take_or_minus_one)
+from unigraph.kernels.cpu import threads_for
 from unigraph.ops.spec import broadcast_feature_shape, broadcast_offsets
 from unigraph.structure import GraphTensors
 
@@ -86,7 +87,6 @@ class NumbaBackend(Backend):
 
     # ------------------------------------------------------------------ g-SpMM
     def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):
-        spmm, _, _, _, messages = _kernels()
         like = u if u is not None else e
         if op == "copy_u":
             features = tuple(u.shape[1:])
@@ -99,6 +99,11 @@ class NumbaBackend(Backend):
         if g.num_edges == 0 or width == 0:
             empty_arg = torch.full(out.shape, -1, dtype=torch.int64)
             return (out, None, None) if reduce == "sum" else (out, empty_arg, empty_arg.clone())
+        with threads_for(g.num_edges * width):
+            return self._gspmm_kernels(g, op, reduce, u, e, like, features, width, out)
+
+    def _gspmm_kernels(self, g, op, reduce, u, e, like, features, width, out):
+        spmm, _, _, _, messages = _kernels()
         ptr = _np(g.in_ptr)
         out2 = _np(out.view(g.num_dst, width))
         if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
@@ -133,12 +138,16 @@ class NumbaBackend(Backend):
     def gsddmm(self, g: GraphTensors, op: str, lhs, rhs, lhs_target: str, rhs_target: str) -> Tensor:
         if op in ("copy_lhs", "copy_rhs") or g.num_edges == 0:
             return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)
-        _, sddmm, _, _, messages = _kernels()
         fl, fr = tuple(lhs.shape[1:]), tuple(rhs.shape[1:])
         features = broadcast_feature_shape(op, fl, fr)
         out = torch.empty((g.num_edges,) + features, dtype=lhs.dtype)
         if math.prod(features) == 0 or lhs.shape[0] == 0 or rhs.shape[0] == 0:
             return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)
+        with threads_for(g.num_edges * math.prod(features) * (fl[-1] if op == "dot" else 1)):
+            return self._gsddmm_kernels(g, op, lhs, rhs, lhs_target, rhs_target, fl, fr, features, out)
+
+    def _gsddmm_kernels(self, g, op, lhs, rhs, lhs_target, rhs_target, fl, fr, features, out):
+        _, sddmm, _, _, messages = _kernels()
         rows_l, rows_r = _np(_rows_of(g, lhs_target)), _np(_rows_of(g, rhs_target))
         if op == "dot":
             width = fl[-1]
@@ -165,8 +174,9 @@ class NumbaBackend(Backend):
         out = torch.empty_like(scores, memory_format=torch.contiguous_format)
         width = math.prod(scores.shape[1:])
         if g.num_edges and width:
-            softmax.edge_softmax(_np(g.in_ptr), _np(g.in_eid), _np(scores.reshape(g.num_edges, width)),
-                                 _np(out.view(g.num_edges, width)))
+            with threads_for(g.num_edges * width):
+                softmax.edge_softmax(_np(g.in_ptr), _np(g.in_eid), _np(scores.reshape(g.num_edges, width)),
+                                     _np(out.view(g.num_edges, width)))
         return out
 
     def gat_attention(self, g, h, el, er, edge_scores, negative_slope, edge_mask):
@@ -178,10 +188,11 @@ class NumbaBackend(Backend):
         row_sum = torch.zeros((g.num_dst, h.shape[1]), dtype=h.dtype)
         if g.num_edges:
             dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
-            gat.forward(_np(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
-                        _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
-                        _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
-                        float(negative_slope), _np(out), _np(row_max), _np(row_sum))
+            with threads_for(g.num_edges * h[0].numel()):
+                gat.forward(_np(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
+                            _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
+                            _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
+                            float(negative_slope), _np(out), _np(row_max), _np(row_sum))
         return out, row_max, row_sum
 
     def gat_attention_backward(self, g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max,
@@ -197,13 +208,14 @@ class NumbaBackend(Backend):
         d_er = torch.zeros((g.num_dst, heads), dtype=h.dtype)
         dz = torch.empty((g.num_edges, heads), dtype=h.dtype)
         kept = torch.empty((g.num_edges, heads), dtype=h.dtype)
-        gat.backward_by_destination(
-            _np(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
-            _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
-            _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None, float(negative_slope),
-            _np(out), _np(row_max), _np(row_sum), _np(grad_out), _np(d_er), _np(dz), _np(kept))
         dh = torch.zeros_like(h) if need[0] else None
         d_el = torch.zeros((g.num_src, heads), dtype=h.dtype)
-        gat.backward_by_source(_np(g.out_ptr), _np(g.out_dst), _np(g.out_eid), _np(grad_out), _np(dz), _np(kept),
-                               need[0], _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
+        with threads_for(g.num_edges * h[0].numel()):
+            gat.backward_by_destination(
+                _np(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
+                _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
+                _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None, float(negative_slope),
+                _np(out), _np(row_max), _np(row_sum), _np(grad_out), _np(d_er), _np(dz), _np(kept))
+            gat.backward_by_source(_np(g.out_ptr), _np(g.out_dst), _np(g.out_eid), _np(grad_out), _np(dz),
+                                   _np(kept), need[0], _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
         return dh, (d_el if need[1] else None), (d_er if need[2] else None), (dz if need[3] else None)

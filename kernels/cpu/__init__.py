@@ -13,10 +13,33 @@ Kernels are compiled on first use (about a second each) and cached on disk by nu
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from typing import Iterator
 
 # Fast-math flags without 'nnan'/'ninf': max/min kernels start from -inf/+inf and must see them.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
+# Below this many element operations a kernel runs on one thread: waking numba's thread team
+# costs ~10 us (measured on the 2-core development machine; ~1 ms when the cores are busy with
+# other processes), more than the work itself (~1 ns per element).
+SERIAL_WORK = 65_536
+
+
+@contextlib.contextmanager
+def threads_for(work: int) -> Iterator[None]:
+    """Run the enclosed kernel calls single-threaded when ``work`` is small."""
+    if work >= SERIAL_WORK:
+        yield
+        return
+    import numba
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def numba_status() -> tuple[bool, str]:
