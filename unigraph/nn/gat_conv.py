@@ -1,0 +1,233 @@
+"""GATConv: graph attention (Velickovic et al.), on the fused ``ops.gat_attention`` path."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Linear, Parameter
+
+from unigraph import ops
+from unigraph.graph import Graph
+from unigraph.message_passing.inputs import check_graph, split_pair
+from unigraph.nn.checks import (
+    channels_pair, check_positive, check_probability, check_width, edge_input, glorot_)
+from unigraph.nn.projection import keep_mask, linear
+from unigraph.nn.self_loops import SelfLooped, with_self_loops
+
+LOOP_FILL_REDUCES = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin"}
+
+
+def check_fill_value(fill_value, who: str):
+    if isinstance(fill_value, str) and fill_value not in LOOP_FILL_REDUCES:
+        raise ValueError(f"{who} fill_value must be a number, a tensor or one of "
+                         f"{', '.join(LOOP_FILL_REDUCES)}; got {fill_value!r}")
+    if not isinstance(fill_value, (str, int, float, Tensor)) or isinstance(fill_value, bool):
+        raise TypeError(f"{who} fill_value must be a number, a tensor or a reduce name, got {type(fill_value).__name__}")
+    return fill_value
+
+
+def loop_edge_attr(g: Graph, looped: SelfLooped, edge_attr: Tensor, fill_value) -> Tensor:
+    """Edge features of the self-loops, PyG's ``add_self_loops(fill_value=...)``: a constant, or
+    the reduce of each node's incoming (non-loop) edge features (0 for a node without any)."""
+    shape = (looped.num_loops,) + tuple(edge_attr.shape[1:])
+    if not isinstance(fill_value, str):
+        return torch.as_tensor(fill_value, dtype=edge_attr.dtype, device=edge_attr.device).expand(shape).clone()
+    kept_attr = edge_attr.index_select(0, looped.kept)
+    kept_dst = g.dst.index_select(0, looped.kept)
+    index = kept_dst.view((-1,) + (1,) * (edge_attr.dim() - 1)).expand_as(kept_attr)
+    out = edge_attr.new_zeros((g.num_dst_nodes,) + tuple(edge_attr.shape[1:]))
+    out = out.scatter_reduce(0, index, kept_attr, LOOP_FILL_REDUCES[fill_value], include_self=False)
+    return out[: looped.num_loops]
+
+
+def attention_dropout_mask(num_edges: int, heads: int, p: float, like: Tensor) -> Tensor:
+    """``bernoulli(1 - p) / (1 - p)`` per edge and head: dropout on the attention weights."""
+    return keep_mask((num_edges, heads), p, like)
+
+
+class GATConv(torch.nn.Module):
+    r"""The graph attention operator from the `"Graph Attention Networks"
+    <https://arxiv.org/abs/1710.10903>`_ paper.
+
+    .. math::
+        \mathbf{X}^{\prime} = \big\Vert_{h=1}^{H} \mathbf{P}^{(h)} \mathbf{X} \mathbf{\Theta}^{(h)},
+        \qquad \mathbf{P}^{(h)}_{ij} = \alpha^{(h)}_{i,j}
+
+    per node and head:
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \alpha_{i,j}\mathbf{\Theta}_{t}\mathbf{x}_{j},
+        \qquad
+        \alpha_{i,j} = \frac{\exp\left(\mathrm{LeakyReLU}\left(
+        \mathbf{a}^{\top}_{s} \mathbf{\Theta}_{s}\mathbf{x}_j + \mathbf{a}^{\top}_{t}
+        \mathbf{\Theta}_{t}\mathbf{x}_i + \mathbf{a}^{\top}_{e} \mathbf{\Theta}_{e} \mathbf{e}_{i,j}
+        \right)\right)}{\sum_{k \in \mathcal{N}(i) \cup \{ i \}} \exp\left(\mathrm{LeakyReLU}\left(
+        \mathbf{a}^{\top}_{s} \mathbf{\Theta}_{s}\mathbf{x}_k + \mathbf{a}^{\top}_{t}
+        \mathbf{\Theta}_{t}\mathbf{x}_i + \mathbf{a}^{\top}_{e} \mathbf{\Theta}_{e} \mathbf{e}_{i,k}
+        \right)\right)}
+
+    (the edge term only with ``edge_dim``). Heads are concatenated, or averaged with
+    ``concat=False``; ``residual`` adds :math:`\mathbf{\Theta}_r \mathbf{x}_i`, then the bias.
+
+    Fast path: scores, edge softmax, attention dropout and the weighted sum run as one
+    ``ops.gat_attention`` call, which never stores the E x H x F messages nor (on fused backends)
+    the attention weights; the edge-feature term is folded into a ``[edge_dim, heads]`` matrix, so
+    no E x H x F tensor of edge projections is built either. ``return_attention_weights=True``
+    takes the unfused path (scores, ``edge_softmax``, g-SpMM) to hand the weights back.
+
+    Args:
+        in_channels (int or tuple): size of each input sample, or (source, destination) sizes
+            (separate source and destination projections).
+        out_channels (int): size of each output sample per head.
+        heads (int, optional): number of attention heads. (default: ``1``)
+        concat (bool, optional): concatenate the heads (else average them). (default: ``True``)
+        negative_slope (float, optional): LeakyReLU slope. (default: ``0.2``)
+        dropout (float, optional): dropout probability of the attention weights. (default: ``0``)
+        add_self_loops (bool, optional): replace self-loops by one per node. (default: ``True``)
+        edge_dim (int, optional): edge feature size; enables the edge term. (default: ``None``)
+        fill_value (float or Tensor or str, optional): edge features of added self-loops: a value,
+            or ``"mean"``/``"sum"``/``"max"``/``"min"`` of each node's incoming edge features.
+            (default: ``"mean"``)
+        bias (bool, optional): learn an additive bias. (default: ``True``)
+        residual (bool, optional): add a projected residual connection. (default: ``False``)
+
+    Shapes:
+        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` (dense or sparse)
+          or a pair :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))` for a block,
+          edge features :math:`(|\mathcal{E}|, D)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}_t|, H * F_{out})`, or
+          :math:`(|\mathcal{V}_t|, F_{out})` with ``concat=False``; with
+          ``return_attention_weights=True`` also ``(edge_index, alpha)`` of the graph used (with
+          its self-loops), ``alpha`` of shape :math:`(|\mathcal{E}'|, H)`.
+    """
+
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
+                 edge_dim: int | None = None, fill_value: float | Tensor | str = "mean", bias: bool = True,
+                 residual: bool = False):
+        super().__init__()
+        who = "GATConv"
+        self.in_channels = in_channels
+        self._widths = channels_pair(in_channels, who)
+        self.out_channels = check_positive(out_channels, "out_channels", who)
+        self.heads = check_positive(heads, "heads", who)
+        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
+            raise ValueError(f"{who} negative_slope must be a number >= 0, got {negative_slope!r}")
+        self.concat, self.negative_slope = concat, float(negative_slope)
+        self.dropout = check_probability(dropout, "dropout", who)
+        self.add_self_loops, self.edge_dim, self.residual = add_self_loops, edge_dim, residual
+        self.fill_value = check_fill_value(fill_value, who)
+        width = heads * out_channels
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = Linear(in_channels, width, bias=False)
+        else:
+            self.lin_src = Linear(self._widths[0], width, bias=False)
+            self.lin_dst = Linear(self._widths[1], width, bias=False)
+        self.att_src = Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = Linear(check_positive(edge_dim, "edge_dim", who), width, bias=False)
+            self.att_edge = Parameter(torch.empty(1, heads, out_channels))
+        else:
+            self.lin_edge = None
+            self.register_parameter("att_edge", None)
+        total = width if concat else out_channels
+        self.res = Linear(self._widths[1], total, bias=False) if residual else None
+        self.bias = Parameter(torch.empty(total)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            if lin is not None:
+                glorot_(lin.weight)
+        for att in (self.att_src, self.att_dst, self.att_edge):
+            if att is not None:
+                glorot_(att)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor | None], edge_attr: Tensor | None = None,
+                return_attention_weights: bool = False):
+        who = "GATConv"
+        check_graph(g, who)
+        heads, channels = self.heads, self.out_channels
+        x_src, x_dst = split_pair(g, x)
+        check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
+        check_width(x_dst, self._widths[1], who, "x (destination features)")
+        edge_attr = self._checked_edge_attr(g, edge_attr)
+
+        h_src, h_dst = self._project(g, x, x_src, x_dst)
+        h_src = h_src.view(-1, heads, channels)
+        el = (h_src * self.att_src).sum(-1)
+        if h_dst is not None:
+            er = (h_dst.view(-1, heads, channels) * self.att_dst).sum(-1)
+        else:  # (x_src, None): scores from the source side only, as in PyG
+            er = el.new_zeros((g.num_dst_nodes, heads))
+
+        graph = g
+        if self.add_self_loops:
+            looped = with_self_loops(g)
+            graph = looped.graph
+            if edge_attr is not None:
+                edge_attr = looped.edge_values(edge_attr, loop_edge_attr(g, looped, edge_attr, self.fill_value))
+        edge_scores = self._edge_scores(edge_attr) if edge_attr is not None else None
+        mask = None
+        if self.training and self.dropout > 0.0:
+            mask = attention_dropout_mask(graph.num_edges, heads, self.dropout, h_src)
+
+        if return_attention_weights:
+            out, alpha = self._attend_unfused(graph, h_src, el, er, edge_scores, mask)
+        else:
+            out = ops.gat_attention(graph, h_src, el, er, self.negative_slope, edge_scores=edge_scores, edge_mask=mask)
+        out = out.reshape(-1, heads * channels) if self.concat else out.mean(dim=1)
+        if self.res is not None and x_dst is not None:
+            out = out + linear(x_dst, self.res.weight)
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            return out, (graph.edge_index, alpha)
+        return out
+
+    # ------------------------------------------------------------------ pieces
+    def _checked_edge_attr(self, g: Graph, edge_attr: Tensor | None) -> Tensor | None:
+        edge_attr = edge_input(g, edge_attr, "GATConv", "edge_attr")
+        if edge_attr is None:
+            return None
+        if self.lin_edge is None:
+            raise ValueError("GATConv got edge_attr but was built without edge_dim; pass edge_dim=<features>")
+        if edge_attr.dim() == 1:
+            edge_attr = edge_attr.view(-1, 1)
+        check_width(edge_attr, self.edge_dim, "GATConv", "edge_attr")
+        return edge_attr
+
+    def _project(self, g: Graph, x, x_src: Tensor, x_dst: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        if self.lin is None:
+            h_src = linear(x_src, self.lin_src.weight)
+            return h_src, linear(x_dst, self.lin_dst.weight) if x_dst is not None else None
+        h_src = linear(x_src, self.lin.weight)
+        if isinstance(x, (tuple, list)):  # separate destination features, shared projection
+            return h_src, linear(x_dst, self.lin.weight) if x_dst is not None else None
+        # one tensor: the destinations are the first num_dst_nodes sources (all of them if homogeneous)
+        return h_src, h_src[: g.num_dst_nodes] if g.is_bipartite else h_src
+
+    def _edge_scores(self, edge_attr: Tensor) -> Tensor:
+        """``(lin_edge(e).view(-1, H, C) * att_edge).sum(-1)`` as ``e @ M`` with ``M = [edge_dim, H]``."""
+        heads, channels = self.heads, self.out_channels
+        weight = self.lin_edge.weight.view(heads, channels, -1)
+        folded = torch.einsum("hcd,hc->dh", weight, self.att_edge[0])
+        return edge_attr @ folded
+
+    def _attend_unfused(self, graph: Graph, h_src: Tensor, el: Tensor, er: Tensor, edge_scores: Tensor | None,
+                        mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        scores = ops.gsddmm(graph, "add", el, er, "u", "v")
+        if edge_scores is not None:
+            scores = scores + edge_scores
+        alpha = ops.edge_softmax(graph, F.leaky_relu(scores, self.negative_slope))
+        if mask is not None:
+            alpha = alpha * mask
+        return ops.gspmm(graph, "u_mul_e", "sum", h_src, alpha.unsqueeze(-1)), alpha
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

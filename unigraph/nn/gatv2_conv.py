@@ -1,0 +1,150 @@
+"""GATv2Conv: dynamic graph attention (Brody et al.)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Linear, Parameter
+
+from unigraph import ops
+from unigraph.graph import Graph
+from unigraph.message_passing.inputs import check_graph, split_pair
+from unigraph.nn.checks import channels_pair, check_positive, check_probability, check_width, edge_input, glorot_
+from unigraph.nn.gat_conv import attention_dropout_mask, check_fill_value, loop_edge_attr
+from unigraph.nn.projection import linear
+from unigraph.nn.self_loops import with_self_loops
+
+
+class GATv2Conv(torch.nn.Module):
+    r"""The GATv2 operator from the `"How Attentive are Graph Attention Networks?"
+    <https://arxiv.org/abs/2105.14491>`_ paper, which fixes the static attention of GAT.
+
+    .. math::
+        \mathbf{X}^{\prime} = \big\Vert_{h=1}^{H} \mathbf{P}^{(h)} \mathbf{X} \mathbf{\Theta}_s^{(h)},
+        \qquad \mathbf{P}^{(h)}_{ij} = \alpha^{(h)}_{i,j}
+
+    per node and head:
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \alpha_{i,j}\mathbf{\Theta}_{s}\mathbf{x}_{j},
+        \qquad
+        \alpha_{i,j} = \operatorname{softmax}_{j}\left(\mathbf{a}^{\top}\mathrm{LeakyReLU}\left(
+        \mathbf{\Theta}_{s} \mathbf{x}_j + \mathbf{\Theta}_{t} \mathbf{x}_{i}
+        + \mathbf{\Theta}_{e} \mathbf{e}_{i,j}\right)\right)
+
+    The LeakyReLU sits between the two linear maps, so each edge's score needs its own
+    :math:`H \times F` vector: one g-SDDMM builds ``x_l[src] + x_r[dst]`` per edge, then the
+    softmax (``edge_softmax``) and the weighted sum (a g-SpMM).
+
+    Args:
+        in_channels (int or tuple): size of each input sample, or (source, destination) sizes.
+        out_channels (int): size of each output sample per head.
+        heads (int, optional): number of attention heads. (default: ``1``)
+        concat (bool, optional): concatenate the heads (else average them). (default: ``True``)
+        negative_slope (float, optional): LeakyReLU slope. (default: ``0.2``)
+        dropout (float, optional): dropout probability of the attention weights. (default: ``0``)
+        add_self_loops (bool, optional): replace self-loops by one per node. (default: ``True``)
+        edge_dim (int, optional): edge feature size; enables the edge term. (default: ``None``)
+        fill_value (float or Tensor or str, optional): edge features of added self-loops (see
+            :class:`GATConv`). (default: ``"mean"``)
+        bias (bool, optional): biases in both projections and an output bias. (default: ``True``)
+        share_weights (bool, optional): one projection for sources and targets. (default: ``False``)
+        residual (bool, optional): add a projected residual connection. (default: ``False``)
+
+    Shapes:
+        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+          :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, edge features
+          :math:`(|\mathcal{E}|, D)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}_t|, H * F_{out})` or
+          :math:`(|\mathcal{V}_t|, F_{out})` with ``concat=False``; with
+          ``return_attention_weights=True`` also ``(edge_index, alpha)``.
+    """
+
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
+                 edge_dim: int | None = None, fill_value: float | Tensor | str = "mean", bias: bool = True,
+                 share_weights: bool = False, residual: bool = False):
+        super().__init__()
+        who = "GATv2Conv"
+        self.in_channels = in_channels
+        self._widths = channels_pair(in_channels, who)
+        self.out_channels = check_positive(out_channels, "out_channels", who)
+        self.heads = check_positive(heads, "heads", who)
+        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
+            raise ValueError(f"{who} negative_slope must be a number >= 0, got {negative_slope!r}")
+        if share_weights and self._widths[0] != self._widths[1]:
+            raise ValueError(f"{who} share_weights needs equal source and destination widths, got {in_channels}")
+        self.concat, self.negative_slope = concat, float(negative_slope)
+        self.dropout = check_probability(dropout, "dropout", who)
+        self.add_self_loops, self.edge_dim, self.residual = add_self_loops, edge_dim, residual
+        self.fill_value = check_fill_value(fill_value, who)
+        self.share_weights = share_weights
+        width = heads * out_channels
+        self.lin_l = Linear(self._widths[0], width, bias=bias)
+        self.lin_r = self.lin_l if share_weights else Linear(self._widths[1], width, bias=bias)
+        self.att = Parameter(torch.empty(1, heads, out_channels))
+        self.lin_edge = Linear(check_positive(edge_dim, "edge_dim", who), width, bias=False) if edge_dim is not None else None
+        total = width if concat else out_channels
+        self.res = Linear(self._widths[1], total, bias=False) if residual else None
+        self.bias = Parameter(torch.empty(total)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
+            if lin is not None:
+                glorot_(lin.weight)
+                if lin.bias is not None:
+                    torch.nn.init.zeros_(lin.bias)
+        glorot_(self.att)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor], edge_attr: Tensor | None = None,
+                return_attention_weights: bool = False):
+        who = "GATv2Conv"
+        check_graph(g, who)
+        heads, channels = self.heads, self.out_channels
+        x_src, x_dst = split_pair(g, x)
+        if x_dst is None:
+            raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
+        check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
+        check_width(x_dst, self._widths[1], who, "x (destination features)")
+        edge_attr = edge_input(g, edge_attr, who, "edge_attr")
+        if edge_attr is not None:
+            if self.lin_edge is None:
+                raise ValueError(f"{who} got edge_attr but was built without edge_dim; pass edge_dim=<features>")
+            edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+            check_width(edge_attr, self.edge_dim, who, "edge_attr")
+
+        x_l = linear(x_src, self.lin_l.weight, self.lin_l.bias).view(-1, heads, channels)
+        if self.share_weights and not isinstance(x, (tuple, list)):
+            x_r = x_l[: g.num_dst_nodes] if g.is_bipartite else x_l
+        else:
+            x_r = linear(x_dst, self.lin_r.weight, self.lin_r.bias).view(-1, heads, channels)
+
+        graph = g
+        if self.add_self_loops:
+            looped = with_self_loops(g)
+            graph = looped.graph
+            if edge_attr is not None:
+                edge_attr = looped.edge_values(edge_attr, loop_edge_attr(g, looped, edge_attr, self.fill_value))
+        pair_sum = ops.gsddmm(graph, "add", x_l, x_r, "u", "v")  # [E, H, C]
+        if edge_attr is not None:
+            pair_sum = pair_sum + self.lin_edge(edge_attr).view(-1, heads, channels)
+        scores = (F.leaky_relu(pair_sum, self.negative_slope) * self.att).sum(dim=-1)
+        alpha = ops.edge_softmax(graph, scores)
+        if self.training and self.dropout > 0.0:
+            alpha = alpha * attention_dropout_mask(graph.num_edges, heads, self.dropout, alpha)
+        out = ops.gspmm(graph, "u_mul_e", "sum", x_l, alpha.unsqueeze(-1))
+        out = out.reshape(-1, heads * channels) if self.concat else out.mean(dim=1)
+        if self.res is not None:
+            out = out + linear(x_dst, self.res.weight)
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            return out, (graph.edge_index, alpha)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

@@ -1,0 +1,137 @@
+"""GCNConv: the graph convolution of Kipf and Welling."""
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch import Tensor
+from torch.nn import Linear, Parameter
+
+from unigraph.graph import Graph
+from unigraph.message_passing import MessagePassing
+from unigraph.message_passing.inputs import check_graph, check_rows
+from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
+from unigraph.nn.projection import linear
+from unigraph.nn.self_loops import with_self_loops
+
+
+class GCNConv(MessagePassing):
+    r"""The graph convolutional operator from the `"Semi-supervised Classification with Graph
+    Convolutional Networks" <https://arxiv.org/abs/1609.02907>`_ paper.
+
+    .. math::
+        \mathbf{X}^{\prime} = \mathbf{\hat{D}}^{-1/2} \mathbf{\hat{A}}
+        \mathbf{\hat{D}}^{-1/2} \mathbf{X} \mathbf{\Theta},
+
+    where :math:`\mathbf{\hat{A}} = \mathbf{A} + \mathbf{I}` (the identity times 2 with
+    ``improved=True``) and :math:`\hat{D}_{ii} = \sum_{j} \hat{A}_{ji}`. Per node:
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \mathbf{\Theta}^{\top} \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \frac{e_{j,i}}{\sqrt{\hat{d}_j \hat{d}_i}} \mathbf{x}_j + \mathbf{b},
+        \qquad \hat{d}_i = 1 + \sum_{j \in \mathcal{N}(i)} e_{j,i},
+
+    with :math:`e_{j,i}` the edge weight from source :math:`j` to target :math:`i` (1 without
+    weights). Existing self-loops are replaced by one per node that keeps the weight of the
+    existing loop (PyG's ``add_remaining_self_loops``). On a bipartite block :math:`\hat{d}_j` is
+    the weighted out-degree of source :math:`j` in the block (DGL's ``norm="both"``); on a full
+    graph both ends use the in-degree, as PyG does.
+
+    The message is ``edge_weight.view(-1, 1) * x_j``; ``propagate`` compiles it to one g-SpMM.
+
+    Args:
+        in_channels (int): size of each input sample.
+        out_channels (int): size of each output sample.
+        improved (bool, optional): self-loop weight 2 instead of 1 (also without edge weights;
+            PyG 2.8 applies it only when edge weights are given). (default: ``False``)
+        cached (bool, optional): cache the normalized edge weights of the first graph seen and
+            reuse them while the same graph comes back (transductive training); given edge
+            weights are then treated as constants. Without edge weights the normalization is
+            always cached on the graph. (default: ``False``)
+        add_self_loops (bool, optional): add self-loops. (default: ``True``)
+        normalize (bool, optional): apply the symmetric normalization. (default: ``True``)
+        bias (bool, optional): learn an additive bias. (default: ``True``)
+
+    Shapes:
+        - **input:** graph ``g`` with :math:`|\mathcal{V}|` nodes (or a block), node features
+          :math:`(|\mathcal{V}|, F_{in})` (dense, or sparse CSR/COO), edge weights
+          :math:`(|\mathcal{E}|)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}|, F_{out})` (:math:`|\mathcal{V}_{dst}|`
+          rows for a block)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
+                 add_self_loops: bool = True, normalize: bool = True, bias: bool = True):
+        super().__init__(aggr="sum")
+        self.in_channels = check_positive(in_channels, "in_channels", "GCNConv")
+        self.out_channels = check_positive(out_channels, "out_channels", "GCNConv")
+        self.improved, self.cached = improved, cached
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.lin = Linear(in_channels, out_channels, bias=False)
+        self.bias = Parameter(torch.empty(out_channels)) if bias else None
+        self._cached_norm: tuple | None = None  # (weakref to graph, looped graph, weights)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        glorot_(self.lin.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+        self._cached_norm = None
+
+    def forward(self, g: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        check_graph(g, "GCNConv")
+        if isinstance(x, (tuple, list)):
+            raise ValueError("GCNConv takes one feature tensor, not a (source, destination) pair: for a block "
+                             "pass the source features (its first num_dst_nodes rows are the destinations)")
+        check_rows(x, g.num_src_nodes, "x", "source nodes" if g.is_bipartite else "nodes")
+        check_width(x, self.in_channels, "GCNConv")
+        edge_weight = edge_input(g, edge_weight, "GCNConv", "edge_weight", vector=True)
+        h = linear(x, self.lin.weight)
+        if self.normalize:
+            g, edge_weight = self._normalized(g, edge_weight, h.dtype)
+        out = self.propagate(g, x=h, edge_weight=edge_weight)
+        return out + self.bias if self.bias is not None else out
+
+    def message(self, x_j: Tensor, edge_weight: Tensor | None) -> Tensor:
+        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
+    # ------------------------------------------------------------------ normalization
+    def _normalized(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+        if self.cached and self._cached_norm is not None and self._cached_norm[0]() is g:
+            return self._cached_norm[1], self._cached_norm[2]
+        if edge_weight is None:  # a function of the structure alone: cache it on the graph
+            key = ("unigraph.nn", "gcn_norm", self.improved, self.add_self_loops, dtype)
+            if key not in g._cache:
+                g._cache[key] = self._normalize(g, None, dtype)
+            result = g._cache[key]
+        else:
+            result = self._normalize(g, edge_weight, dtype)
+        if self.cached:
+            looped, weights = result
+            self._cached_norm = (weakref.ref(g), looped, weights.detach())
+        return result
+
+    def _normalize(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+        fill = 2.0 if self.improved else 1.0
+        weights = edge_weight if edge_weight is not None else torch.ones(g.num_edges, dtype=dtype, device=g.device)
+        if self.add_self_loops:
+            looped = with_self_loops(g)
+            loop_weights = weights.new_full((looped.num_loops,), fill)
+            if looped.dropped.numel():
+                # an existing self-loop keeps its weight (the last one where a node has several)
+                loop_weights = loop_weights.index_put((g.src[looped.dropped],), weights[looped.dropped])
+            g, weights = looped.graph, looped.edge_values(weights, loop_weights)
+        weights = weights.to(dtype)
+        in_degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
+        out_degree = weights.new_zeros(g.num_src_nodes).index_add(0, g.src, weights) if g.is_bipartite else in_degree
+        norm = (_inverse_sqrt(out_degree).index_select(0, g.src) * weights
+                * _inverse_sqrt(in_degree).index_select(0, g.dst))
+        return g, norm
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
+
+
+def _inverse_sqrt(degree: Tensor) -> Tensor:
+    inv = degree.pow(-0.5)
+    return inv.masked_fill(torch.isinf(inv), 0.0)

@@ -1,0 +1,161 @@
+"""Dense projections that also take sparse input features, and dropout that keeps them sparse.
+
+Planetoid-style node features are sparse bag-of-words (Cora: 1.3% non-zeros, CiteSeer: 0.85%), so
+the first layer's ``x @ W^T`` is cheapest as a sparse-dense product. torch's own backward for a
+CSR product is slow on CPU (it transposes the matrix on every call), so :class:`_SparseLinear`
+caches the transposed structure per sparsity pattern and computes ``dW = (X^T dY)^T`` as one
+more CSR product. Dropout on a sparse matrix drops stored values only, which is the same
+distribution as dense dropout (zeros stay zero) and keeps the structure, so the cache still hits.
+"""
+from __future__ import annotations
+
+import collections
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+SPARSE_LAYOUTS = (torch.sparse_csr, torch.sparse_coo)
+_TRANSPOSE_CACHE_SIZE = 8
+
+
+def is_sparse(x: Tensor) -> bool:
+    return x.layout in SPARSE_LAYOUTS
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple) -> Tensor:
+    with warnings.catch_warnings():  # "sparse CSR support is in beta" is not news here
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values, shape)
+
+
+def to_csr(x: Tensor) -> Tensor:
+    if x.layout == torch.sparse_csr:
+        return x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return x.coalesce().to_sparse_csr()
+
+
+class _TransposeCache:
+    """Transposed CSR structure per sparsity pattern. Entries hold the index tensors themselves, so
+    their storage (and data pointers, the key) stays alive while cached."""
+
+    def __init__(self, size: int):
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._size = size
+
+    def get(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(crow_t, col_t, perm)``: ``X^T`` has rows ``crow_t``, columns ``col_t`` and values
+        ``x.values()[perm]``."""
+        crow, col = x.crow_indices(), x.col_indices()
+        key = (crow.data_ptr(), col.data_ptr(), col.numel(), tuple(x.shape), x.device)
+        entry = self._entries.get(key)
+        if entry is None:
+            rows = torch.repeat_interleave(torch.arange(x.shape[0], device=crow.device), crow[1:] - crow[:-1],
+                                           output_size=col.numel())
+            perm = torch.sort(col, stable=True).indices
+            crow_t = torch.zeros(x.shape[1] + 1, dtype=crow.dtype, device=crow.device)
+            torch.cumsum(torch.bincount(col, minlength=x.shape[1]), 0, out=crow_t[1:])
+            entry = (crow, col, crow_t, rows[perm].to(col.dtype), perm)
+            self._entries[key] = entry
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        self._entries.move_to_end(key)
+        return entry[2], entry[3], entry[4]
+
+
+_TRANSPOSES = _TransposeCache(_TRANSPOSE_CACHE_SIZE)
+
+
+class _SparseLinear(torch.autograd.Function):
+    """``x @ weight^T`` for a constant CSR ``x``; backward ``dW = (X^T dY)^T`` on the cached transpose."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor) -> Tensor:
+        ctx.x = x
+        return torch.sparse.mm(x, weight.t().contiguous())
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        x = ctx.x
+        crow_t, col_t, perm = _TRANSPOSES.get(x)
+        x_t = _csr(crow_t, col_t, x.values()[perm], (x.shape[1], x.shape[0]))
+        grad_weight = torch.sparse.mm(x_t, grad_out.contiguous()).t()
+        return None, grad_weight
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight^T (+ bias)`` for dense or sparse (CSR/COO) ``x``."""
+    if not is_sparse(x):
+        return F.linear(x, weight, bias)
+    x = to_csr(x)
+    if x.values().requires_grad:  # gradients for the sparse values: torch's own (slower) product
+        out = torch.sparse.mm(x, weight.t())
+    else:
+        out = _SparseLinear.apply(x, weight)
+    return out + bias if bias is not None else out
+
+
+def keep_mask(shape: tuple, p: float, like: Tensor) -> Tensor:
+    """Dropout's mask, ``bernoulli(1 - p) / (1 - p)`` in the dtype and device of ``like``.
+
+    Drawn as ``rand >= p``: on CPU about twice as fast as ``bernoulli_`` (measured here: 0.9 vs
+    2.2 ms for 173k values), and random-number generation is a quarter of a GAT epoch on Cora.
+    """
+    if p >= 1.0:
+        return torch.zeros(shape, dtype=like.dtype, device=like.device)
+    return (torch.rand(shape, dtype=like.dtype, device=like.device) >= p).to(like.dtype).mul_(1.0 / (1.0 - p))
+
+
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Dropout (inverted, as ``F.dropout``) that keeps a sparse ``x`` sparse: only stored values are
+    dropped."""
+    if not training or p == 0.0:
+        return x
+    if not is_sparse(x):
+        return x * keep_mask(tuple(x.shape), p, x)
+    x = to_csr(x)
+    values = x.values()
+    return _csr(x.crow_indices(), x.col_indices(), values * keep_mask(tuple(values.shape), p, values), tuple(x.shape))
+
+
+# Below this fraction of non-zeros a CSR product beats a dense one on CPU by a wide margin (Cora's
+# bag-of-words, 1.3% non-zeros: ~6x less time for the first GAT layer, forward and backward).
+SPARSE_INPUT_DENSITY = 0.05
+_DENSITY_SAMPLE_ROWS = 256
+_SPARSE_COPIES: collections.OrderedDict = collections.OrderedDict()
+_SPARSE_COPIES_SIZE = 4
+
+
+def sparse_if_mostly_zero(x: Tensor) -> Tensor:
+    """A CSR copy of a dense CPU feature matrix that is mostly zeros (bag-of-words), else ``x``.
+
+    The density is estimated on the first rows (cheap when the answer is "dense"); copies are
+    cached per tensor (and its in-place version counter), so full-batch training converts once.
+    Tensors that need gradients, GPU tensors and sparse tensors are returned as they are, and so is
+    everything while ``torch.compile`` traces (its graphs hold dense tensors).
+    """
+    if torch.compiler.is_compiling() or is_sparse(x) or x.dim() != 2 or x.requires_grad or not x.is_floating_point() or x.device.type != "cpu" \
+            or x.numel() == 0:
+        return x
+    key = (x.data_ptr(), x._version, tuple(x.shape), x.stride(), x.dtype)
+    cached = _SPARSE_COPIES.get(key)
+    if cached is not None and cached[0] is x:
+        return cached[1]
+    sample = x[:_DENSITY_SAMPLE_ROWS]
+    if int(torch.count_nonzero(sample)) > SPARSE_INPUT_DENSITY * sample.numel():
+        return x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        csr = x.to_sparse_csr()
+    _SPARSE_COPIES[key] = (x, csr)  # holding x keeps its memory (and so the key) from being reused
+    if len(_SPARSE_COPIES) > _SPARSE_COPIES_SIZE:
+        _SPARSE_COPIES.popitem(last=False)
+    return csr
+
+
+def dense(x: Tensor) -> Tensor:
+    """``x`` as a dense tensor (for layers that aggregate raw features)."""
+    return x.to_dense() if is_sparse(x) else x
