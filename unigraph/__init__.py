@@ -8,6 +8,15 @@ Quick tour::
     print(unigraph.explain(g, "copy_u", "sum", 8))                     # which backend and why
     print(unigraph.info())                                             # which kernels exist here
 """
+import os as _os
+
+# OpenMP threads (torch's intra-op pool, numba's omp layer) spin while they wait by default; on a
+# machine whose cores are busy (other processes, other ranks) the spinners steal the working
+# thread's core and every torch operation waits for a scheduler slice: measured ~10x slower GAT
+# epochs on 2 busy cores. Passive waiting costs microseconds per parallel region. Only effective
+# when unigraph is imported before torch (e.g. the `unigraph` command); an explicit setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from unigraph.graph import DegreeStats, Graph
 from unigraph import ops
 from unigraph.backends.selector import explain, info, set_backend, use_backend

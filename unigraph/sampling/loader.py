@@ -130,6 +130,17 @@ class NodeLoader:
         """The number of epochs started so far (the one being iterated, if any)."""
         return self._epoch
 
+    def state_dict(self) -> dict:
+        """Where the loader is in its epoch sequence (for checkpoints): with the seed, the epoch
+        count fixes every later epoch's order and sampling keys."""
+        return {"epoch": self._epoch, "seed": self.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue after the epochs ``state`` had started (the next iteration is the one after)."""
+        if state["seed"] != self.seed:
+            raise ValueError(f"the saved loader state has seed {state['seed']} but this loader has seed {self.seed}")
+        self._epoch = int(state["epoch"])
+
     @property
     def worker_pids(self) -> list[int]:
         return self._pool.pids if self._pool is not None else []

@@ -1,0 +1,193 @@
+"""The ``unigraph`` command: ``unigraph train ...`` and ``unigraph info``.
+
+    unigraph train                                   # GAT on the built-in synthetic graph, no download
+    unigraph train --model gat --dataset synthetic --backend auto --epochs 200
+    unigraph train --dataset cora --root DIR         # Planetoid files from DIR
+    unigraph train --nproc 2 --batch-size 64         # data parallel, 2 processes (or under torchrun)
+    unigraph train --pipeline-stages 2 --micro-batches 4          # pipeline parallel
+    unigraph train --pipeline-stages 2 --micro-batches 4 --nproc 4  # 2 pipeline replicas x 2 stages
+    unigraph train --checkpoint DIR [--resume]       # checkpoint every epoch; continue a stopped run
+    unigraph info                                    # which kernels are available here
+
+Every argument is checked before any process starts; a bad one ends the command with exit status 2
+and a message naming it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import unigraph
+from unigraph.train import job as jobs
+from unigraph.train.config import SCHEDULES, PipelineConfig, TrainConfig
+from unigraph.train.distributed import launched_by_environment
+from unigraph.train.launch import LaunchError, launch
+from unigraph.train.layers import stage_bounds
+from unigraph.train.models import model_names
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 10,10; got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return _build_parsers()[0]
+
+
+def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top-level parser and its ``train`` sub-parser (whose ``error`` reports bad arguments)."""
+    parser = argparse.ArgumentParser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
+                                     "kernels for your graph")
+    commands = parser.add_subparsers(dest="command", metavar="{train,info}")
+    commands.add_parser("info", help="print the kernels available here and the backend choice")
+    train = commands.add_parser("train", help="train a node classifier")
+    data = train.add_argument_group("data and model")
+    data.add_argument("--dataset", default="synthetic", choices=jobs.DATASETS,
+                      help="'synthetic' (default) is built in: a planted-partition graph, no download")
+    data.add_argument("--root", help="folder with the Planetoid files (ind.cora.x, ...) for cora/citeseer/pubmed")
+    data.add_argument("--nodes", type=int, default=2000, help="nodes of the synthetic graph (default 2000)")
+    data.add_argument("--model", default="gat", choices=model_names() + ["graphsage"], help="default: gat")
+    data.add_argument("--layers", type=int, default=2, help="graph layers (default 2)")
+    data.add_argument("--hidden", type=int, help="hidden width (per head for GAT); default: the model's")
+    data.add_argument("--heads", type=int, help="attention heads (GAT); default 8")
+    data.add_argument("--dropout", type=float, help="dropout probability; default: the model's")
+    data.add_argument("--backend", default=os.environ.get("UNIGRAPH_BACKEND", "auto"),
+                      help="kernel backend: auto (default), auto-tune or a name from `unigraph info`")
+    opt = train.add_argument_group("optimization")
+    opt.add_argument("--epochs", type=int, default=200, help="default 200")
+    opt.add_argument("--lr", type=float, default=0.005, help="default 0.005")
+    opt.add_argument("--weight-decay", type=float, default=5e-4, help="default 5e-4")
+    opt.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="default: adam")
+    opt.add_argument("--patience", type=int, default=100, help="early stopping patience in epochs (default 100; "
+                     "0 disables it)")
+    opt.add_argument("--seed", type=int, default=0, help="default 0")
+    batches = train.add_argument_group("mini-batches")
+    batches.add_argument("--batch-size", type=int, help="seeds per mini-batch (per process); default: full batch")
+    batches.add_argument("--fanouts", type=_int_list, help="neighbours per layer, e.g. 10,10; -1 keeps all; "
+                         "default: all")
+    batches.add_argument("--num-workers", type=int, default=0, help="sampling worker processes per rank (default 0)")
+    scale = train.add_argument_group("scaling")
+    scale.add_argument("--nproc", type=int, help="processes on this machine (data parallel, or pipeline replicas "
+                       "x stages); under torchrun the job's world size is used")
+    scale.add_argument("--pipeline-stages", type=int, help="cut the model into this many pipeline stages")
+    scale.add_argument("--micro-batches", type=int, help="micro-batches per mini-batch (pipeline); default: stages")
+    scale.add_argument("--balance", type=_int_list, help="layers per stage, e.g. 1,1; default: even")
+    scale.add_argument("--schedule", default="gpipe", choices=SCHEDULES, help="pipeline schedule (default: gpipe)")
+    scale.add_argument("--threads", type=int, help="intra-op threads per process; default: torch's (single "
+                       "process) or the cores divided among the processes")
+    scale.add_argument("--timeout", type=float, default=300.0, help="seconds a rank may wait for the others "
+                       "(default 300)")
+    run = train.add_argument_group("checkpoints and output")
+    run.add_argument("--checkpoint", help="directory for last.pt (written every epoch)")
+    run.add_argument("--resume", action="store_true", help="continue from --checkpoint/last.pt")
+    run.add_argument("--progress", default="auto", choices=["auto", "bar", "text", "off"],
+                     help="auto (default): a bar on a terminal, text lines otherwise")
+    run.add_argument("--log-every", type=int, default=10, help="epochs between progress lines (default 10)")
+    return parser, train
+
+
+def _world_size(args) -> int:
+    """Processes in the job: torchrun's world size, ``--nproc``, or the pipeline's stages."""
+    if launched_by_environment():
+        world = int(os.environ["WORLD_SIZE"])
+        if args.nproc is not None and args.nproc != world:
+            raise ValueError(f"--nproc {args.nproc} contradicts the WORLD_SIZE={world} torchrun set; drop --nproc")
+        return world
+    if args.nproc is not None:
+        if args.nproc < 1:
+            raise ValueError(f"--nproc must be >= 1, got {args.nproc}")
+        return args.nproc
+    return args.pipeline_stages or 1
+
+
+def spec_from_args(args) -> jobs.JobSpec:
+    """The job the arguments describe; ValueError/TypeError name a bad argument."""
+    if args.pipeline_stages is None and (args.micro_batches is not None or args.balance is not None):
+        raise ValueError("--micro-batches and --balance need --pipeline-stages")
+    if args.layers < 1:
+        raise ValueError(f"--layers must be >= 1, got {args.layers}")
+    if args.nodes < 100:
+        raise ValueError(f"--nodes must be >= 100 (the synthetic graph's split needs them), got {args.nodes}")
+    world = _world_size(args)
+    pipeline = None
+    if args.pipeline_stages is not None:
+        if args.pipeline_stages < 2:
+            raise ValueError(f"--pipeline-stages must be >= 2, got {args.pipeline_stages} (for one model per "
+                             "process use --nproc: data parallel)")
+        if world % args.pipeline_stages:
+            raise ValueError(f"{world} processes cannot hold whole pipelines of {args.pipeline_stages} stages; "
+                             "--nproc must be a multiple of --pipeline-stages")
+        pipeline = PipelineConfig(stages=args.pipeline_stages, micro_batches=args.micro_batches or args.pipeline_stages,
+                                  balance=args.balance, schedule=args.schedule, replicas=world // args.pipeline_stages)
+        stage_bounds(args.layers, pipeline.stages, pipeline.balance)  # S > layers, a bad balance: fail now
+    if args.fanouts is not None and len(args.fanouts) != args.layers:
+        raise ValueError(f"--fanouts has {len(args.fanouts)} entries but the model has {args.layers} layers "
+                         "(one fanout per layer)")
+    if args.resume and args.checkpoint is None:
+        raise ValueError("--resume needs --checkpoint DIR (the directory holding last.pt)")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    config = TrainConfig(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, optimizer=args.optimizer,
+                         batch_size=args.batch_size, fanouts=args.fanouts, num_workers=args.num_workers,
+                         patience=args.patience or None, seed=args.seed, progress=args.progress,
+                         log_every=args.log_every, checkpoint_dir=args.checkpoint, resume=args.resume,
+                         timeout=args.timeout)
+    model = jobs.ModelSpec(args.model, args.layers, args.hidden, args.heads, args.dropout)
+    return jobs.JobSpec(dataset=args.dataset, root=args.root, synthetic_nodes=args.nodes, model=model, train=config,
+                        pipeline=pipeline, backend=args.backend, threads=args.threads, world_size=world)
+
+
+def _print_summary(summary: dict) -> None:
+    stop = " (early stop)" if summary["stopped_early"] else ""
+    print(f"done: {summary['epochs']} epochs{stop} in {summary['seconds']:.1f} s "
+          f"({summary['mean_epoch_ms']:.1f} ms per epoch); best epoch {summary['best_epoch']}: "
+          f"val acc {summary['best_val_acc']:.4f}, test acc {summary['test_acc']:.4f}", flush=True)
+
+
+def _train(parser: argparse.ArgumentParser, args) -> int:
+    try:
+        spec = spec_from_args(args)
+        unigraph.set_backend(spec.backend)  # an unknown or unavailable backend fails here, before any work
+        if args.model != "gat" and args.heads is not None:
+            raise ValueError("--heads applies to --model gat only")
+        dataset = jobs.load_dataset(spec)
+        jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
+    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as err:
+        parser.error(str(err))
+    rank = int(os.environ.get("RANK", 0))
+    if rank == 0:
+        print(jobs.describe(spec, dataset), flush=True)
+        print(jobs.kernel_summary(spec, dataset), flush=True)
+    if spec.world_size > 1 and not launched_by_environment():
+        try:
+            summaries = launch(jobs.run_job, spec.world_size, args=(spec,), threads=spec.threads,
+                               timeout=max(3600.0, 10 * spec.train.timeout))
+        except LaunchError as err:
+            print(f"unigraph train: the job failed: {err}", file=sys.stderr, flush=True)
+            return 1
+        _print_summary(summaries[0])
+        return 0
+    summary = jobs.run_job(spec)
+    if rank == 0:
+        _print_summary(summary)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, train_parser = _build_parsers()
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        print(unigraph.info())
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return _train(train_parser, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""A node classifier as a list of layers, each ``layer(graph, h) -> h``, for pipeline stages.
+
+The models (:mod:`unigraph.models`) keep their convolutions in ``model.convs`` and apply dropout and
+an activation around each inside ``forward``. :class:`ModelLayer` replays exactly what ``forward``
+does around convolution ``i`` (the order of the random draws included), so that running the
+layers one after another is the model's ``forward``; ``tests/test_train_layers.py`` checks this
+for every model, which is what catches a model whose ``forward`` changes.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from unigraph.graph import Graph
+from unigraph.models import GAT, GCN, GIN, GraphSAGE
+from unigraph.nn.projection import dropout as sparse_aware_dropout
+from unigraph.nn.projection import sparse_if_mostly_zero
+
+# model class -> (dropout before the conv (GCN/GAT) or after the activation (SAGE/GIN), activation)
+_LAYOUTS: dict[type, tuple[str, object]] = {
+    GCN: ("before", F.relu),
+    GAT: ("before", F.elu),
+    GraphSAGE: ("after", F.relu),
+    GIN: ("after", F.relu),
+}
+
+
+class ModelLayer(torch.nn.Module):
+    """Convolution ``index`` of ``model`` with the dropout and activation ``model.forward`` puts around it.
+
+    Holds the model's own convolution (parameters are shared, not copied).
+    """
+
+    def __init__(self, model: torch.nn.Module, index: int):
+        super().__init__()
+        self.conv = model.convs[index]
+        self.dropout_at, self.activation = _LAYOUTS[type(model)]
+        self.p = model.dropout
+        self.first = index == 0
+        self.last = index == len(model.convs) - 1
+        self.train(model.training)  # a new module starts in training mode; follow the model's
+
+    def forward(self, graph: Graph, h: Tensor) -> Tensor:
+        if self.dropout_at == "before":
+            if self.first:
+                h = sparse_if_mostly_zero(h)  # GCN/GAT read bag-of-words input sparsely
+            h = sparse_aware_dropout(h, self.p, self.training)
+            h = self.conv(graph, h)
+            return h if self.last else self.activation(h)
+        h = self.conv(graph, h)
+        return h if self.last else F.dropout(self.activation(h), self.p, self.training)
+
+
+def model_layers(model: torch.nn.Module) -> list[ModelLayer]:
+    """The layers of a GCN, GAT, GraphSAGE or GIN, in order."""
+    if type(model) not in _LAYOUTS:
+        raise TypeError(f"cannot split a {type(model).__name__} into layers; supported: "
+                        f"{', '.join(cls.__name__ for cls in _LAYOUTS)} (ViG: unigraph.train.vig)")
+    return [ModelLayer(model, i) for i in range(len(model.convs))]
+
+
+def num_layers(model: torch.nn.Module) -> int:
+    """How many graph layers (blocks) ``model`` consumes."""
+    convs = getattr(model, "convs", None)
+    if convs is None:
+        raise TypeError(f"{type(model).__name__} has no `convs`; pass explicit fanouts (one per layer)")
+    return len(convs)
+
+
+def balanced(num_items: int, stages: int) -> tuple[int, ...]:
+    """An even split of ``num_items`` layers over ``stages`` (earlier stages take the remainder)."""
+    if stages > num_items:
+        raise ValueError(f"cannot cut {num_items} layers into {stages} stages: each stage needs at least one layer")
+    base, extra = divmod(num_items, stages)
+    return tuple(base + (1 if s < extra else 0) for s in range(stages))
+
+
+def stage_bounds(num_items: int, stages: int, balance: tuple[int, ...] | None) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]``: the layers of each stage, from ``balance`` (GPipe's) or an even split."""
+    if balance is None:
+        balance = balanced(num_items, stages)
+    if len(balance) != stages:
+        raise ValueError(f"balance has {len(balance)} entries but there are {stages} stages")
+    if sum(balance) != num_items:
+        raise ValueError(f"balance {list(balance)} sums to {sum(balance)} but the model has {num_items} layers")
+    bounds, start = [], 0
+    for count in balance:
+        bounds.append((start, start + count))
+        start += count
+    return bounds
