@@ -17,6 +17,7 @@ from torch import Tensor
 from unigraph.backends.base import (
     Availability, Backend, Request, gsddmm_by_gather, per_slice_plan, take_or_minus_one)
 from unigraph.kernels.cpu import threads_for
+from unigraph.kernels.cpu.schedule import row_blocks
 from unigraph.ops.spec import broadcast_feature_shape, broadcast_offsets
 from unigraph.structure import GraphTensors
 
@@ -31,6 +32,13 @@ def _np(t: Tensor) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def _offsets(feature_shape: tuple, out_shape: tuple) -> np.ndarray:
     return broadcast_offsets(feature_shape, out_shape).numpy()
+
+
+def _blocked(ptr: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(work-balanced row blocks, CSR pointer) for a node-parallel kernel; call it inside
+    ``threads_for`` so the blocks match the threads that will run them."""
+    ptr = _np(ptr)
+    return row_blocks(ptr), ptr
 
 
 def _rows_of(g: GraphTensors, target: str) -> Tensor:
@@ -95,42 +103,44 @@ class NumbaBackend(Backend):
         else:
             features = broadcast_feature_shape("mul", tuple(u.shape[1:]), tuple(e.shape[1:]))
         width = math.prod(features)
-        out = torch.zeros((g.num_dst,) + features, dtype=like.dtype)
         if g.num_edges == 0 or width == 0:
+            out = torch.zeros((g.num_dst,) + features, dtype=like.dtype)
             empty_arg = torch.full(out.shape, -1, dtype=torch.int64)
             return (out, None, None) if reduce == "sum" else (out, empty_arg, empty_arg.clone())
+        # Every kernel writes each output row itself (zeroing it in cache first), so no zero-fill pass.
+        out = torch.empty((g.num_dst,) + features, dtype=like.dtype)
         with threads_for(g.num_edges * width):
             return self._gspmm_kernels(g, op, reduce, u, e, like, features, width, out)
 
     def _gspmm_kernels(self, g, op, reduce, u, e, like, features, width, out):
         spmm, _, _, _, messages = _kernels()
-        ptr = _np(g.in_ptr)
+        blocks, ptr = _blocked(g.in_ptr)
         out2 = _np(out.view(g.num_dst, width))
         if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
             rows = _np(g.in_src if op == "copy_u" else g.in_eid)
             x = _np(like.reshape(like.shape[0], width))
             if reduce == "sum":
-                spmm.gather_sum(ptr, rows, x, out2)
+                spmm.gather_sum(blocks, ptr, rows, x, out2)
                 return out, None, None
             slot = torch.empty(out.shape, dtype=torch.int64)
-            spmm.gather_extreme(ptr, rows, x, reduce == "max", out2, _np(slot.view(g.num_dst, width)))
+            spmm.gather_extreme(blocks, ptr, rows, x, reduce == "max", out2, _np(slot.view(g.num_dst, width)))
             return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
         src, eid = _np(g.in_src), _np(g.in_eid)
         if reduce == "sum":
             plan = per_slice_plan(op, u, e)
             if plan is not None:
                 mat, weights, _ = plan
-                spmm.weighted_sum(ptr, src, eid, _np(mat), _np(weights), _np(out.view((g.num_dst,) + mat.shape[1:])))
+                spmm.weighted_sum(blocks, ptr, src, eid, _np(mat), _np(weights), _np(out.view((g.num_dst,) + mat.shape[1:])))
                 return out, None, None
         u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:])))
         e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:])))
         uoff, eoff = _offsets(tuple(u.shape[1:]), features), _offsets(tuple(e.shape[1:]), features)
         code = messages.CODES[op]
         if reduce == "sum":
-            spmm.binary_sum(ptr, src, eid, u2, e2, uoff, eoff, code, out2)
+            spmm.binary_sum(blocks, ptr, src, eid, u2, e2, uoff, eoff, code, out2)
             return out, None, None
         slot = torch.empty(out.shape, dtype=torch.int64)
-        spmm.binary_extreme(ptr, src, eid, u2, e2, uoff, eoff, code, reduce == "max", out2,
+        spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, uoff, eoff, code, reduce == "max", out2,
                             _np(slot.view(g.num_dst, width)))
         return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
 
@@ -175,7 +185,7 @@ class NumbaBackend(Backend):
         width = math.prod(scores.shape[1:])
         if g.num_edges and width:
             with threads_for(g.num_edges * width):
-                softmax.edge_softmax(_np(g.in_ptr), _np(g.in_eid), _np(scores.reshape(g.num_edges, width)),
+                softmax.edge_softmax(*_blocked(g.in_ptr), _np(g.in_eid), _np(scores.reshape(g.num_edges, width)),
                                      _np(out.view(g.num_edges, width)))
         return out
 
@@ -189,7 +199,7 @@ class NumbaBackend(Backend):
         if g.num_edges:
             dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
             with threads_for(g.num_edges * h[0].numel()):
-                gat.forward(_np(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
+                gat.forward(*_blocked(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
                             _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                             _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
                             float(negative_slope), _np(out), _np(row_max), _np(row_sum))
@@ -212,10 +222,10 @@ class NumbaBackend(Backend):
         d_el = torch.zeros((g.num_src, heads), dtype=h.dtype)
         with threads_for(g.num_edges * h[0].numel()):
             gat.backward_by_destination(
-                _np(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
+                *_blocked(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
                 _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                 _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None, float(negative_slope),
                 _np(out), _np(row_max), _np(row_sum), _np(grad_out), _np(d_er), _np(dz), _np(kept))
-            gat.backward_by_source(_np(g.out_ptr), _np(g.out_dst), _np(g.out_eid), _np(grad_out), _np(dz),
+            gat.backward_by_source(*_blocked(g.out_ptr), _np(g.out_dst), _np(g.out_eid), _np(grad_out), _np(dz),
                                    _np(kept), need[0], _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
         return dh, (d_el if need[1] else None), (d_er if need[2] else None), (dz if need[3] else None)

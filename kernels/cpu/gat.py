@@ -38,71 +38,74 @@ def _score(el, er, ee, has_ee, s, v, edge, head, slope):
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def forward(ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max, row_sum):
+def forward(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max, row_sum):
     heads, width = h.shape[1], h.shape[2]
-    for v in prange(out.shape[0]):
-        start, end = ptr[v], ptr[v + 1]
-        if start == end:
-            continue  # out, row_max, row_sum were zero-initialized
-        for head in range(heads):
-            top = _score(el, er, ee, has_ee, src[start], v, eid[start], head, slope)
-            for q in range(start + 1, end):
-                top = max(top, _score(el, er, ee, has_ee, src[q], v, eid[q], head, slope))
-            total = top * 0
-            for q in range(start, end):
-                total += math.exp(_score(el, er, ee, has_ee, src[q], v, eid[q], head, slope) - top)
-            inv = 1 / total
-            for q in range(start, end):
-                s = src[q]
-                w = math.exp(_score(el, er, ee, has_ee, s, v, eid[q], head, slope) - top) * inv
-                if has_mask:
-                    w *= mask[eid[q], head]
-                for f in range(width):
-                    out[v, head, f] += w * h[s, head, f]
-            row_max[v, head] = top
-            row_sum[v, head] = total
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
+            start, end = ptr[v], ptr[v + 1]
+            if start == end:
+                continue  # out, row_max, row_sum were zero-initialized
+            for head in range(heads):
+                top = _score(el, er, ee, has_ee, src[start], v, eid[start], head, slope)
+                for q in range(start + 1, end):
+                    top = max(top, _score(el, er, ee, has_ee, src[q], v, eid[q], head, slope))
+                total = top * 0
+                for q in range(start, end):
+                    total += math.exp(_score(el, er, ee, has_ee, src[q], v, eid[q], head, slope) - top)
+                inv = 1 / total
+                for q in range(start, end):
+                    s = src[q]
+                    w = math.exp(_score(el, er, ee, has_ee, s, v, eid[q], head, slope) - top) * inv
+                    if has_mask:
+                        w *= mask[eid[q], head]
+                    for f in range(width):
+                        out[v, head, f] += w * h[s, head, f]
+                row_max[v, head] = top
+                row_sum[v, head] = total
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def backward_by_destination(ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max,
+def backward_by_destination(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max,
                             row_sum, grad_out, d_er, dz, kept):
     """Pass 1: d_er (zeroed) and, per edge and head, dz and the kept weight a * mask."""
     heads, width = h.shape[1], h.shape[2]
-    for v in prange(out.shape[0]):
-        for head in range(heads):
-            centre = out[v, head, 0] * grad_out[v, head, 0]
-            for f in range(1, width):
-                centre += out[v, head, f] * grad_out[v, head, f]
-            inv = 1 / row_sum[v, head] if ptr[v + 1] > ptr[v] else 0.0
-            for q in range(ptr[v], ptr[v + 1]):
-                s = src[q]
-                edge = eid[q]
-                z = el[s, head] + er[v, head]
-                if has_ee:
-                    z += ee[edge, head]
-                weight = math.exp((z if z > 0 else z * slope) - row_max[v, head]) * inv
-                d_weight = h[s, head, 0] * grad_out[v, head, 0]
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
+            for head in range(heads):
+                centre = out[v, head, 0] * grad_out[v, head, 0]
                 for f in range(1, width):
-                    d_weight += h[s, head, f] * grad_out[v, head, f]
-                keep = mask[edge, head] if has_mask else 1.0
-                d_score = weight * (d_weight * keep - centre)
-                d_z = d_score if z > 0 else d_score * slope
-                dz[edge, head] = d_z
-                kept[edge, head] = weight * keep
-                d_er[v, head] += d_z
+                    centre += out[v, head, f] * grad_out[v, head, f]
+                inv = 1 / row_sum[v, head] if ptr[v + 1] > ptr[v] else 0.0
+                for q in range(ptr[v], ptr[v + 1]):
+                    s = src[q]
+                    edge = eid[q]
+                    z = el[s, head] + er[v, head]
+                    if has_ee:
+                        z += ee[edge, head]
+                    weight = math.exp((z if z > 0 else z * slope) - row_max[v, head]) * inv
+                    d_weight = h[s, head, 0] * grad_out[v, head, 0]
+                    for f in range(1, width):
+                        d_weight += h[s, head, f] * grad_out[v, head, f]
+                    keep = mask[edge, head] if has_mask else 1.0
+                    d_score = weight * (d_weight * keep - centre)
+                    d_z = d_score if z > 0 else d_score * slope
+                    dz[edge, head] = d_z
+                    kept[edge, head] = weight * keep
+                    d_er[v, head] += d_z
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def backward_by_source(out_ptr, out_dst, out_eid, grad_out, dz, kept, need_h, dh, d_el):
+def backward_by_source(blocks, out_ptr, out_dst, out_eid, grad_out, dz, kept, need_h, dh, d_el):
     """Pass 2: dh[u] = sum kept * grad_out[v] and d_el[u] = sum dz over u's out-edges (zeroed)."""
     heads, width = grad_out.shape[1], grad_out.shape[2]
-    for u in prange(out_ptr.shape[0] - 1):
-        for q in range(out_ptr[u], out_ptr[u + 1]):
-            v = out_dst[q]
-            edge = out_eid[q]
-            for head in range(heads):
-                d_el[u, head] += dz[edge, head]
-                if need_h:
-                    w = kept[edge, head]
-                    for f in range(width):
-                        dh[u, head, f] += w * grad_out[v, head, f]
+    for b in prange(blocks.shape[0] - 1):
+        for u in range(blocks[b], blocks[b + 1]):
+            for q in range(out_ptr[u], out_ptr[u + 1]):
+                v = out_dst[q]
+                edge = out_eid[q]
+                for head in range(heads):
+                    d_el[u, head] += dz[edge, head]
+                    if need_h:
+                        w = kept[edge, head]
+                        for f in range(width):
+                            dh[u, head, f] += w * grad_out[v, head, f]

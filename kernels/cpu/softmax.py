@@ -14,21 +14,22 @@ from unigraph.kernels.cpu import FASTMATH
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def edge_softmax(ptr, eid, scores, out):
+def edge_softmax(blocks, ptr, eid, scores, out):
     width = scores.shape[1]
-    for v in prange(ptr.shape[0] - 1):
-        start, end = ptr[v], ptr[v + 1]
-        if start == end:
-            continue
-        for k in range(width):
-            top = scores[eid[start], k]
-            for q in range(start + 1, end):
-                top = max(top, scores[eid[q], k])
-            total = top * 0
-            for q in range(start, end):
-                w = math.exp(scores[eid[q], k] - top)
-                out[eid[q], k] = w
-                total += w
-            inv = 1 / total
-            for q in range(start, end):
-                out[eid[q], k] *= inv
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
+            start, end = ptr[v], ptr[v + 1]
+            if start == end:
+                continue
+            for k in range(width):
+                top = scores[eid[start], k]
+                for q in range(start + 1, end):
+                    top = max(top, scores[eid[q], k])
+                total = top * 0
+                for q in range(start, end):
+                    w = math.exp(scores[eid[q], k] - top)
+                    out[eid[q], k] = w
+                    total += w
+                inv = 1 / total
+                for q in range(start, end):
+                    out[eid[q], k] *= inv

@@ -15,6 +15,7 @@ the caller maps slots to source ids and edge ids. Rows without in-edges give 0 a
 from __future__ import annotations
 
 import numba
+import numpy as np
 from numba import prange
 
 from unigraph.kernels.cpu import FASTMATH
@@ -22,87 +23,113 @@ from unigraph.kernels.cpu.messages import apply
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def gather_sum(ptr, rows, x, out):
-    """out[v] = sum of x[rows[p]] over v's CSR slots p (out zero-initialized, [Nd, K])."""
+def gather_sum(blocks, ptr, rows, x, out):
+    """out[v] = sum of x[rows[p]] over v's CSR slots p (out [Nd, K], overwritten).
+
+    Four edges per step into a thread-local accumulator: four independent row loads in flight
+    hide more of the gather latency and the accumulator is read and written once per four rows
+    (1.5-2x faster than one edge per step at mean degree 8-128, F = 64, 2 threads)."""
     width = out.shape[1]
-    for v in prange(out.shape[0]):
-        for p in range(ptr[v], ptr[v + 1]):
-            r = rows[p]
+    for b in prange(blocks.shape[0] - 1):
+        acc = np.empty(width, dtype=out.dtype)
+        for v in range(blocks[b], blocks[b + 1]):
             for k in range(width):
-                out[v, k] += x[r, k]
+                acc[k] = 0
+            p, end = ptr[v], ptr[v + 1]
+            while p + 3 < end:
+                r0, r1, r2, r3 = rows[p], rows[p + 1], rows[p + 2], rows[p + 3]
+                for k in range(width):
+                    acc[k] += (x[r0, k] + x[r1, k]) + (x[r2, k] + x[r3, k])
+                p += 4
+            while p < end:
+                r0 = rows[p]
+                for k in range(width):
+                    acc[k] += x[r0, k]
+                p += 1
+            for k in range(width):
+                out[v, k] = acc[k]
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def gather_extreme(ptr, rows, x, is_max, out, slot):
+def gather_extreme(blocks, ptr, rows, x, is_max, out, slot):
     """out[v] = elementwise max (is_max) or min of x[rows[p]] over v's slots, and the slot."""
     width = out.shape[1]
-    for v in prange(out.shape[0]):
-        start, end = ptr[v], ptr[v + 1]
-        if start == end:
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
+            start, end = ptr[v], ptr[v + 1]
+            if start == end:
+                for k in range(width):
+                    out[v, k] = 0
+                    slot[v, k] = -1
+                continue
+            r = rows[start]
+            for k in range(width):
+                out[v, k] = x[r, k]
+                slot[v, k] = start
+            for p in range(start + 1, end):
+                r = rows[p]
+                for k in range(width):
+                    value = x[r, k]
+                    if (value > out[v, k]) if is_max else (value < out[v, k]):
+                        out[v, k] = value
+                        slot[v, k] = p
+
+
+@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+def weighted_sum(blocks, ptr, src, eid, u, weights, out):
+    """out[v, p, :] = sum over in-edges of weights[edge, p] * u[src, p, :] (u [Ns, P, Q], out overwritten)."""
+    slices, width = out.shape[1], out.shape[2]
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
+            for p in range(slices):
+                for k in range(width):
+                    out[v, p, k] = 0
+            for q in range(ptr[v], ptr[v + 1]):
+                s = src[q]
+                edge = eid[q]
+                for p in range(slices):
+                    w = weights[edge, p]
+                    for k in range(width):
+                        out[v, p, k] += w * u[s, p, k]
+
+
+@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+def binary_sum(blocks, ptr, src, eid, u, e, uoff, eoff, op, out):
+    """out[v, k] = sum over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]) (out overwritten)."""
+    width = out.shape[1]
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
             for k in range(width):
                 out[v, k] = 0
-                slot[v, k] = -1
-            continue
-        r = rows[start]
-        for k in range(width):
-            out[v, k] = x[r, k]
-            slot[v, k] = start
-        for p in range(start + 1, end):
-            r = rows[p]
-            for k in range(width):
-                value = x[r, k]
-                if (value > out[v, k]) if is_max else (value < out[v, k]):
-                    out[v, k] = value
-                    slot[v, k] = p
-
-
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def weighted_sum(ptr, src, eid, u, weights, out):
-    """out[v, p, :] = sum over in-edges of weights[edge, p] * u[src, p, :] (u [Ns, P, Q], out zeroed)."""
-    slices, width = out.shape[1], out.shape[2]
-    for v in prange(out.shape[0]):
-        for q in range(ptr[v], ptr[v + 1]):
-            s = src[q]
-            edge = eid[q]
-            for p in range(slices):
-                w = weights[edge, p]
+            for q in range(ptr[v], ptr[v + 1]):
+                s = src[q]
+                edge = eid[q]
                 for k in range(width):
-                    out[v, p, k] += w * u[s, p, k]
-
-
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def binary_sum(ptr, src, eid, u, e, uoff, eoff, op, out):
-    """out[v, k] = sum over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]) (out zeroed)."""
-    width = out.shape[1]
-    for v in prange(out.shape[0]):
-        for q in range(ptr[v], ptr[v + 1]):
-            s = src[q]
-            edge = eid[q]
-            for k in range(width):
-                out[v, k] += apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                    out[v, k] += apply(op, u[s, uoff[k]], e[edge, eoff[k]])
 
 
 @numba.njit(parallel=True, cache=True)
-def binary_extreme(ptr, src, eid, u, e, uoff, eoff, op, is_max, out, slot):
+def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, is_max, out, slot):
     """Max (is_max) or min over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and the slot."""
     width = out.shape[1]
-    for v in prange(out.shape[0]):
-        start, end = ptr[v], ptr[v + 1]
-        if start == end:
+    for b in prange(blocks.shape[0] - 1):
+        for v in range(blocks[b], blocks[b + 1]):
+            start, end = ptr[v], ptr[v + 1]
+            if start == end:
+                for k in range(width):
+                    out[v, k] = 0
+                    slot[v, k] = -1
+                continue
+            s = src[start]
+            edge = eid[start]
             for k in range(width):
-                out[v, k] = 0
-                slot[v, k] = -1
-            continue
-        s = src[start]
-        edge = eid[start]
-        for k in range(width):
-            out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-            slot[v, k] = start
-        for q in range(start + 1, end):
-            s = src[q]
-            edge = eid[q]
-            for k in range(width):
-                value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                if (value > out[v, k]) if is_max else (value < out[v, k]):
-                    out[v, k] = value
-                    slot[v, k] = q
+                out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                slot[v, k] = start
+            for q in range(start + 1, end):
+                s = src[q]
+                edge = eid[q]
+                for k in range(width):
+                    value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                    if (value > out[v, k]) if is_max else (value < out[v, k]):
+                        out[v, k] = value
+                        slot[v, k] = q
