@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from unigraph.backends.base import (
-    Availability, Backend, Request, gsddmm_by_gather, per_slice_plan, take_or_minus_one)
+    Availability, Backend, Request, gsddmm_by_gather, per_slice_plan)
 from unigraph.kernels.cpu import threads_for
 from unigraph.kernels.cpu.schedule import row_blocks
 from unigraph.ops.spec import broadcast_feature_shape, broadcast_offsets
@@ -122,9 +122,10 @@ class NumbaBackend(Backend):
             if reduce == "sum":
                 spmm.gather_sum(blocks, ptr, rows, x, out2)
                 return out, None, None
-            slot = torch.empty(out.shape, dtype=torch.int64)
-            spmm.gather_extreme(blocks, ptr, rows, x, reduce == "max", out2, _np(slot.view(g.num_dst, width)))
-            return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
+            arg_u, arg_e = torch.empty(out.shape, dtype=torch.int64), torch.empty(out.shape, dtype=torch.int64)
+            spmm.gather_extreme(blocks, ptr, rows, _np(g.in_src), _np(g.in_eid), x, reduce == "max", out2,
+                                _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
+            return out, arg_u, arg_e
         src, eid = _np(g.in_src), _np(g.in_eid)
         if reduce == "sum":
             plan = per_slice_plan(op, u, e)
@@ -139,10 +140,10 @@ class NumbaBackend(Backend):
         if reduce == "sum":
             spmm.binary_sum(blocks, ptr, src, eid, u2, e2, uoff, eoff, code, out2)
             return out, None, None
-        slot = torch.empty(out.shape, dtype=torch.int64)
+        arg_u, arg_e = torch.empty(out.shape, dtype=torch.int64), torch.empty(out.shape, dtype=torch.int64)
         spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, uoff, eoff, code, reduce == "max", out2,
-                            _np(slot.view(g.num_dst, width)))
-        return out, take_or_minus_one(g.in_src, slot), take_or_minus_one(g.in_eid, slot)
+                            _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
+        return out, arg_u, arg_e
 
     # ------------------------------------------------------------------ g-SDDMM
     def gsddmm(self, g: GraphTensors, op: str, lhs, rhs, lhs_target: str, rhs_target: str) -> Tensor:
@@ -173,6 +174,11 @@ class NumbaBackend(Backend):
                                     width, out2)
             return out
         width = math.prod(features)
+        if fl == fr == features:
+            sddmm.binary_same_shape(rows_l, rows_r, _np(lhs.reshape(lhs.shape[0], width)),
+                                    _np(rhs.reshape(rhs.shape[0], width)), messages.CODES[op],
+                                    _np(out.view(g.num_edges, width)))
+            return out
         sddmm.binary(rows_l, rows_r, _np(lhs.reshape(lhs.shape[0], -1)), _np(rhs.reshape(rhs.shape[0], -1)),
                      _offsets(fl, features), _offsets(fr, features), messages.CODES[op],
                      _np(out.view(g.num_edges, width)))

@@ -9,8 +9,8 @@ output element to its element in a (broadcast) operand row with ``uoff``/``eoff`
 (GAT's weighted sum, edge-weighted GCN) have their own contiguous kernel, which LLVM
 vectorizes like the copy kernels.
 
-Max/min kernels record, per output element, the CSR slot of the winning edge (first on ties);
-the caller maps slots to source ids and edge ids. Rows without in-edges give 0 and slot -1.
+Max/min kernels write, per output element, the source id and edge id of the winning edge (first
+on ties), as the backward pass needs them. Rows without in-edges give 0 and ids -1.
 """
 from __future__ import annotations
 
@@ -50,29 +50,43 @@ def gather_sum(blocks, ptr, rows, x, out):
                 out[v, k] = acc[k]
 
 
+@numba.njit(inline="always")
+def _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e):
+    """Map the row's winning CSR slots to source and edge ids (-1 for a row without in-edges)."""
+    for k in range(width):
+        if start == end:
+            arg_u[v, k] = -1
+            arg_e[v, k] = -1
+        else:
+            arg_u[v, k] = src[slot[k]]
+            arg_e[v, k] = eid[slot[k]]
+
+
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def gather_extreme(blocks, ptr, rows, x, is_max, out, slot):
-    """out[v] = elementwise max (is_max) or min of x[rows[p]] over v's slots, and the slot."""
+def gather_extreme(blocks, ptr, rows, src, eid, x, is_max, out, arg_u, arg_e):
+    """out[v] = elementwise max (is_max) or min of x[rows[p]] over v's slots; arg_u/arg_e get
+    the winning edge's source and edge id (the first on ties)."""
     width = out.shape[1]
     for b in prange(blocks.shape[0] - 1):
+        slot = np.empty(width, dtype=np.int64)
         for v in range(blocks[b], blocks[b + 1]):
             start, end = ptr[v], ptr[v + 1]
             if start == end:
                 for k in range(width):
                     out[v, k] = 0
-                    slot[v, k] = -1
-                continue
-            r = rows[start]
-            for k in range(width):
-                out[v, k] = x[r, k]
-                slot[v, k] = start
-            for p in range(start + 1, end):
-                r = rows[p]
+            else:
+                r = rows[start]
                 for k in range(width):
-                    value = x[r, k]
-                    if (value > out[v, k]) if is_max else (value < out[v, k]):
-                        out[v, k] = value
-                        slot[v, k] = p
+                    out[v, k] = x[r, k]
+                    slot[k] = start
+                for p in range(start + 1, end):
+                    r = rows[p]
+                    for k in range(width):
+                        value = x[r, k]
+                        if (value > out[v, k]) if is_max else (value < out[v, k]):
+                            out[v, k] = value
+                            slot[k] = p
+            _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e)
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -109,27 +123,27 @@ def binary_sum(blocks, ptr, src, eid, u, e, uoff, eoff, op, out):
 
 
 @numba.njit(parallel=True, cache=True)
-def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, is_max, out, slot):
-    """Max (is_max) or min over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and the slot."""
+def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, is_max, out, arg_u, arg_e):
+    """Max (is_max) or min over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and the
+    winning edge's source and edge id."""
     width = out.shape[1]
     for b in prange(blocks.shape[0] - 1):
+        slot = np.empty(width, dtype=np.int64)
         for v in range(blocks[b], blocks[b + 1]):
             start, end = ptr[v], ptr[v + 1]
             if start == end:
                 for k in range(width):
                     out[v, k] = 0
-                    slot[v, k] = -1
-                continue
-            s = src[start]
-            edge = eid[start]
-            for k in range(width):
-                out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                slot[v, k] = start
-            for q in range(start + 1, end):
-                s = src[q]
-                edge = eid[q]
+            else:
+                s, edge = src[start], eid[start]
                 for k in range(width):
-                    value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                    if (value > out[v, k]) if is_max else (value < out[v, k]):
-                        out[v, k] = value
-                        slot[v, k] = q
+                    out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                    slot[k] = start
+                for q in range(start + 1, end):
+                    s, edge = src[q], eid[q]
+                    for k in range(width):
+                        value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                        if (value > out[v, k]) if is_max else (value < out[v, k]):
+                            out[v, k] = value
+                            slot[k] = q
+            _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e)

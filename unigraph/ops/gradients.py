@@ -124,11 +124,13 @@ def _scatter_to(values: Tensor, rows: Tensor, num_rows: int, feature_shape: tupl
     """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1)."""
     width = math.prod(feature_shape)
     offsets = broadcast_offsets(feature_shape, tuple(values.shape[1:]), values.device)
-    flat = (rows.reshape(rows.shape[0], offsets.numel()) * width + offsets).reshape(-1)
-    valid = rows.reshape(-1) >= 0
-    result = values.new_zeros(num_rows * width)
-    result.index_add_(0, flat[valid], values.reshape(-1)[valid])
-    return result.view((num_rows,) + tuple(feature_shape))
+    # rows == -1 go to one spare row past the end, dropped after the sum: no boolean masking
+    # (which costs a nonzero pass and two compacting copies)
+    spare_row = torch.where(rows >= 0, rows, num_rows).reshape(rows.shape[0], offsets.numel())
+    flat = (spare_row * width + offsets).reshape(-1)
+    result = values.new_zeros((num_rows + 1) * width)
+    result.index_add_(0, flat, values.reshape(-1))
+    return result[: num_rows * width].view((num_rows,) + tuple(feature_shape))
 
 
 def _gspmm_extreme_backward(g: GraphTensors, op: str, u, e, arg_u, arg_e, go, need_u, need_e):
