@@ -39,7 +39,7 @@ class Request:
     kind: str              # "gspmm", "gsddmm", "edge_softmax" or "gat_attention"
     op: str                # e.g. "copy_u", "dot"; "softmax" for edge_softmax
     reduce: str | None     # gspmm only
-    feature_width: int     # number of elements per output row
+    feature_width: int     # elements per output row (for dot: per row before the sum, what it multiplies)
     dtype: torch.dtype
     device: torch.device
 

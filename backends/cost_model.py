@@ -27,17 +27,17 @@ term stands for:
 Where the constants come from
 -----------------------------
 CPU: fitted by least squares (non-negative, relative error) to the forward timings of
-``benchmarks/kernels.py`` on the 2-core development machine: ``kernels_cpu.json`` (5,000 nodes,
-uniform and R-MAT graphs of mean in-degree 1 to 256, F = 16/64/256) for the rates and
-``kernels_cpu_tiny.json`` (64 nodes) for the launch costs, both in ``benchmarks/results``. The
-machine was shared with other jobs, so both ran single-threaded (``--threads 1``): with two
-threads, barrier stalls under oversubscription inflated times up to 100x. Two threads on a quiet
-machine divide the rates by up to ~2 for every backend alike, which leaves the choices alone.
-The constants were fitted on a calibration run of the same commands just before the committed
-run (whose ``auto`` choices they made); ``python benchmarks/kernels.py --fit
-benchmarks/results/kernels_cpu*.json`` refits on the committed files and lands within the
-run-to-run noise (e.g. scatter's copy_u/sum rate 0.67 vs 0.85 ns, sparse's 0.163 vs 0.167 ns).
-Each row below says which numbers are fitted and which derived.
+``benchmarks/kernels.py --threads 2`` on the 2-core development machine, run when it was quiet
+(load average about 1): ``kernels_cpu.json`` (5,000 nodes, uniform and R-MAT graphs of mean
+in-degree 1 to 256, F = 16/64/256) for the rates and ``kernels_cpu_tiny.json`` (64 nodes) for
+the launch costs, both in ``benchmarks/results``. ``python benchmarks/kernels.py --fit
+benchmarks/results/kernels_cpu.json benchmarks/results/kernels_cpu_tiny.json`` prints the fit
+(the committed run's ``auto`` choices were made by the constants of the previous calibration;
+the fit to it is below). Each row says which numbers are fitted and which derived. The fits'
+median relative errors (in brackets) are large for the cheap families because tiny and large
+calls differ in more than a straight line can say (threads are used only above
+``unigraph.kernels.cpu.SERIAL_WORK``, caches); they only need to order the candidates, and
+where two are close the wrong pick costs little.
 
 GPU: estimates, not measurements (no GPU was available when this was written), from an
 H100-class memory system: about 1 TB/s for random row gathers, which makes a gathered float32
@@ -97,39 +97,48 @@ def op_family(request: Request) -> str:
 CPU_COSTS: dict[str, dict[str, LinearCost]] = {
     # torch-scatter installed: gather u[src] into E x F, then scatter-reduce by dst.
     "scatter": {
-        "spmm_sum": LinearCost(82.0, 0.85, 12.4, 0.0),         # fit [43%]: copy_u/sum, u_mul_e/sum, mean
-        "spmm_binary": LinearCost(82.0, 1.25, 12.4, 0.0),      # spmm_sum + one E x F elementwise pass
-        "spmm_extreme": LinearCost(142.0, 11.1, 0.0, 19.7),    # fit [17%]: torch-scatter's scatter_max
-        "sddmm": LinearCost(51.0, 0.76, 0.0, 0.0),             # fit [33%]: u_add_v
-        "edge_softmax": LinearCost(190.0, 17.1, 2.6, 11.7),    # fit [12%]
-        "gat_attention": LinearCost(260.0, 3.6, 18.2, 0.0),    # fit [17%]
+        "spmm_sum": LinearCost(86.0, 0.46, 6.9, 0.24),        # fit [42%]: copy_u/sum, u_mul_e/sum, mean
+        "spmm_binary": LinearCost(86.0, 0.86, 6.9, 0.24),     # spmm_sum + one E x F elementwise pass
+        "spmm_extreme": LinearCost(127.0, 7.3, 0.0, 12.2),    # fit [11%]: torch-scatter's scatter_max
+        "sddmm": LinearCost(39.0, 0.34, 2.8, 0.0),            # fit [47%]: u_add_v and u_dot_v
+        "edge_softmax": LinearCost(161.0, 10.6, 4.4, 12.9),   # fit [14%]
+        "gat_attention": LinearCost(215.0, 2.28, 10.2, 0.37), # fit [16%]
     },
     # torch alone: index_add_ / scatter_reduce_ (what PyG does without torch-scatter). Not run
     # here (torch-scatter is installed): scatter's launch costs with the rates fitted to the
     # torch-native peer of the benchmark, which runs the same torch calls minus unigraph's
     # dispatch; max/min and the softmax's maximum add scatter's arg-extreme pass (~3 E x F passes).
     "scatter_native": {
-        "spmm_sum": LinearCost(82.0, 0.89, 10.9, 0.0),         # peer fit [40%]
-        "spmm_binary": LinearCost(82.0, 1.3, 10.9, 0.0),
-        "spmm_extreme": LinearCost(142.0, 2.7, 9.8, 19.7),     # peer fit 0.68 ns x 4 for the arg pass
-        "sddmm": LinearCost(51.0, 0.76, 0.0, 0.0),             # the same code as scatter's
-        "edge_softmax": LinearCost(190.0, 8.0, 13.4, 11.7),    # peer fit 5.4 ns + the arg pass
-        "gat_attention": LinearCost(260.0, 3.0, 33.0, 0.0),    # peer fit 2.1 ns + the arg pass
+        "spmm_sum": LinearCost(86.0, 0.43, 6.1, 0.27),        # peer fit [41%]
+        "spmm_binary": LinearCost(86.0, 0.83, 6.1, 0.27),
+        "spmm_extreme": LinearCost(127.0, 2.0, 5.9, 12.2),    # peer fit 0.5 ns x 4 for the arg pass
+        "sddmm": LinearCost(39.0, 0.34, 2.8, 0.0),            # the same code as scatter's
+        "edge_softmax": LinearCost(161.0, 4.1, 15.0, 12.9),   # peer fit 2.1 ns + the arg pass
+        "gat_attention": LinearCost(215.0, 2.9, 21.4, 0.0),   # peer fit 1.4 ns + the arg pass
     },
     # torch.sparse CSR SpMM for copy_u / u_mul_e sums, torch-sparse spmm_max/min, segment
     # reduce for the rest; g-SDDMM gathers exactly as scatter does.
     "sparse": {
-        "spmm_sum": LinearCost(117.0, 0.167, 0.0, 0.55),       # fit [22%]
-        "spmm_binary": LinearCost(117.0, 1.3, 0.0, 0.55),      # segment path: CSR-order gather (as sddmm) + reduce
-        "spmm_extreme": LinearCost(177.0, 1.87, 0.0, 20.0),    # fit [20%]: torch-sparse spmm_max
-        "sddmm": LinearCost(46.0, 0.78, 0.0, 0.0),             # fit [32%]: u_add_v
-        "edge_softmax": LinearCost(234.0, 18.8, 16.2, 8.5),    # fit [24%]
-        "gat_attention": LinearCost(368.0, 1.88, 22.3, 2.1),   # fit [17%]
+        "spmm_sum": LinearCost(117.0, 0.074, 0.03, 0.28),     # fit [26%]
+        "spmm_binary": LinearCost(117.0, 0.72, 0.03, 0.28),   # segment path: CSR-order gather (as sddmm) + reduce
+        "spmm_extreme": LinearCost(147.0, 1.0, 0.0, 8.4),     # fit [14%]: torch-sparse spmm_max
+        "sddmm": LinearCost(38.0, 0.34, 2.7, 0.0),            # fit [47%]: u_add_v and u_dot_v
+        "edge_softmax": LinearCost(200.0, 10.2, 13.2, 9.5),   # fit [17%]
+        "gat_attention": LinearCost(266.0, 0.65, 20.7, 3.3),  # fit [13%]
+    },
+    # unigraph's numba kernels (backends/numba.py): node-parallel over CSR rows, no E x F tensor.
+    "numba": {
+        "spmm_sum": LinearCost(90.0, 0.032, 0.51, 0.125),     # fit [28%]
+        "spmm_binary": LinearCost(90.0, 0.12, 0.51, 0.125),   # generic-offset kernel: sddmm's rate
+        "spmm_extreme": LinearCost(90.0, 0.137, 2.2, 0.44),   # fit [13%]
+        "sddmm": LinearCost(56.0, 0.113, 1.45, 0.0),          # fit [21%]: u_add_v and u_dot_v
+        "edge_softmax": LinearCost(73.0, 4.96, 1.37, 1.0),    # fit [14%]
+        "gat_attention": LinearCost(90.0, 0.73, 0.0, 0.67),   # fit [18%]
     },
 }
 # sparse without torch-sparse: max/min take the segment reduce of the other ops plus the
 # arg-extreme pass (about 4 E x F passes at the ~0.7 ns of torch's elementwise kernels).
-SPARSE_EXTREME_WITHOUT_TORCH_SPARSE = LinearCost(177.0, 4.1, 0.0, 20.0)
+SPARSE_EXTREME_WITHOUT_TORCH_SPARSE = LinearCost(147.0, 2.8, 0.0, 8.4)
 
 # ---------------------------------------------------------------------- GPU (estimates, see module docstring)
 GPU_COSTS: dict[str, dict[str, LinearCost]] = {
@@ -201,6 +210,11 @@ def estimate_sparse(stats, request: Request, torch_sparse_installed: bool) -> fl
     if family == "spmm_extreme" and not torch_sparse_installed:
         return SPARSE_EXTREME_WITHOUT_TORCH_SPARSE.us(stats, request.feature_width)
     return CPU_COSTS["sparse"][family].us(stats, request.feature_width)
+
+
+def estimate_numba(stats, request: Request) -> float:
+    """unigraph's CPU kernels (only offered on the CPU)."""
+    return CPU_COSTS["numba"][op_family(request)].us(stats, request.feature_width)
 
 
 def estimate_triton(stats, request: Request, strategy: str) -> float:

@@ -71,27 +71,9 @@ class NumbaBackend(Backend):
             return f"numba kernels support float32 and float64, not {request.dtype}"
         return None
 
-    # Cost model (see unigraph.backends.selector): launch + per-edge-element + per-node-element
-    # costs in microseconds / nanoseconds, measured with benchmarks/kernels.py on the 2-core
-    # development machine (N = 20,000, F = 64, mean degree 2 to 128).
-    LAUNCH_US = 25.0
-    EDGE_NS = {"copy_u_sum": 0.12, "weighted_sum": 0.15, "binary_sum": 0.5, "extreme": 0.9,
-               "sddmm": 0.6, "edge_softmax": 3.0, "gat_attention": 0.25}
-    NODE_NS = 0.3
-
     def estimate_us(self, stats, request: Request) -> float:
-        if request.kind == "gspmm":
-            if request.reduce in ("max", "min"):
-                family = "extreme"
-            elif request.op == "copy_u":
-                family = "copy_u_sum"
-            else:
-                family = "weighted_sum" if request.op == "u_mul_e" else "binary_sum"
-        else:
-            family = {"gsddmm": "sddmm"}.get(request.kind, request.kind)
-        edge_work = stats.num_edges * request.feature_width * self.EDGE_NS[family]
-        node_work = max(stats.num_src_nodes, stats.num_dst_nodes) * request.feature_width * self.NODE_NS
-        return self.LAUNCH_US + (edge_work + node_work) / 1000.0
+        from unigraph.backends.cost_model import estimate_numba
+        return estimate_numba(stats, request)
 
     # ------------------------------------------------------------------ g-SpMM
     def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):

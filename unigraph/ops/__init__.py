@@ -106,7 +106,9 @@ def gsddmm(g: Graph, op: str, lhs: Tensor | None, rhs: Tensor | None, lhs_target
         lhs = None
     lhs_k, rhs_k = _aligned(lhs, rhs)
     like = lhs_k if lhs_k is not None else rhs_k
-    name = selector.choose(g, _request("gsddmm", op, None, features, like), backend,
+    # the cost of dot is in the elements it multiplies, not in its one output per slice
+    work = features + (max(lhs_k.shape[-1], rhs_k.shape[-1]),) if op == "dot" else features
+    name = selector.choose(g, _request("gsddmm", op, None, work, like), backend,
                            trial=lambda n: call_gsddmm(g.tensors(), n, op, lhs_k, rhs_k, lhs_target, rhs_target))
     out = call_gsddmm(g.tensors(), name, op, lhs_k, rhs_k, lhs_target, rhs_target)
     return out.reshape((g.num_edges,) + features)
