@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from unigraph.kernels.triton.messages import csr_row
 from unigraph.kernels.triton.runtime import (
     INTERPRETER_BLOCK_E, accumulator, check_launchable, degree_bucket, feature_block, flat, needs_int64, tuning)
 
@@ -40,16 +41,9 @@ def edge_softmax_kernel(
     # meta-parameters
     ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr,
 ):
-    row = tl.program_id(0)
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, start, end = csr_row(ptr_ptr, INDEX_64)
     cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
     col_mask = cols < width
-    start = tl.load(ptr_ptr + row)
-    end = tl.load(ptr_ptr + row + 1)
-    if not INDEX_64:
-        start = start.to(tl.int32)
-        end = end.to(tl.int32)
 
     row_max = tl.full([BLOCK_F], -float("inf"), dtype=ACC)
     row_sum = tl.zeros([BLOCK_F], dtype=ACC)

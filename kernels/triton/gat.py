@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from unigraph.kernels.triton.messages import csr_row
 from unigraph.kernels.triton.runtime import (
     INTERPRETER_BLOCK_E, accumulator, check_launchable, degree_bucket, feature_block, needs_int64, pointer_or,
     tuning)
@@ -93,18 +94,11 @@ def gat_forward_kernel(
     HAS_EDGE_SCORES: tl.constexpr, HAS_MASK: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr,
     BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_F: tl.constexpr,
 ):
-    row = tl.program_id(0)
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, start, end = csr_row(ptr_ptr, INDEX_64)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = hs < heads
     fs = tl.program_id(2) * BLOCK_F + tl.arange(0, BLOCK_F)
     f_mask = fs < feats
-    start = tl.load(ptr_ptr + row)
-    end = tl.load(ptr_ptr + row + 1)
-    if not INDEX_64:
-        start = start.to(tl.int32)
-        end = end.to(tl.int32)
 
     er_v = tl.load(er_ptr + row * heads + hs, mask=h_mask, other=0).to(ACC)
     run_max = tl.full([BLOCK_H], -float("inf"), dtype=ACC)
@@ -156,16 +150,9 @@ def gat_backward_scores_kernel(
     HAS_EDGE_SCORES: tl.constexpr, HAS_MASK: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr,
     BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_F: tl.constexpr,
 ):
-    row = tl.program_id(0)
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, start, end = csr_row(ptr_ptr, INDEX_64)
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = hs < heads
-    start = tl.load(ptr_ptr + row)
-    end = tl.load(ptr_ptr + row + 1)
-    if not INDEX_64:
-        start = start.to(tl.int32)
-        end = end.to(tl.int32)
     row_at = row * (heads * feats) + hs[:, None] * feats  # [BLOCK_H, 1]: this row's features
 
     centre = tl.zeros([BLOCK_H], dtype=ACC)  # <out_v, go_v> per head
@@ -221,18 +208,11 @@ def gat_backward_h_kernel(
     HAS_EDGE_SCORES: tl.constexpr, HAS_MASK: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr,
     BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_F: tl.constexpr,
 ):
-    row = tl.program_id(0)  # a source node: this kernel walks the out-CSR
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, start, end = csr_row(ptr_ptr, INDEX_64)  # a source node: this kernel walks the out-CSR
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = hs < heads
     fs = tl.program_id(2) * BLOCK_F + tl.arange(0, BLOCK_F)
     f_mask = fs < feats
-    start = tl.load(ptr_ptr + row)
-    end = tl.load(ptr_ptr + row + 1)
-    if not INDEX_64:
-        start = start.to(tl.int32)
-        end = end.to(tl.int32)
 
     el_u = tl.load(el_ptr + row * heads + hs, mask=h_mask, other=0).to(ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_F], dtype=ACC)

@@ -25,6 +25,21 @@ def combine(a, b, OP: tl.constexpr):
 
 
 @triton.jit
+def csr_row(ptr_ptr, INDEX_64: tl.constexpr):
+    """This program's CSR row (``program_id(0)``) and its slot range ``[start, end)``, in int64
+    when the sizes need it (``INDEX_64``), else int32 (cheaper address arithmetic)."""
+    row = tl.program_id(0)
+    if INDEX_64:
+        row = row.to(tl.int64)
+    start = tl.load(ptr_ptr + row)
+    end = tl.load(ptr_ptr + row + 1)
+    if not INDEX_64:
+        start = start.to(tl.int32)
+        end = end.to(tl.int32)
+    return row, start, end
+
+
+@triton.jit
 def operand_columns(offsets_ptr, cols, mask, BROADCAST: tl.constexpr):
     """Column of an operand row feeding output column ``cols``: ``cols`` itself when the
     operand has the output's feature shape, else read from its offset table (see

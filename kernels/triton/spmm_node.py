@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from unigraph.kernels.triton.messages import combine, kernel_op, message_shape, offsets_for, operand_columns
+from unigraph.kernels.triton.messages import combine, csr_row, kernel_op, message_shape, offsets_for, operand_columns
 from unigraph.kernels.triton.runtime import (
     INTERPRETER_BLOCK_E, accumulator, check_launchable, degree_bucket, feature_block, flat, needs_int64,
     pointer_or, tuning)
@@ -53,18 +53,11 @@ def spmm_node_kernel(
     OP: tl.constexpr, REDUCE: tl.constexpr, U_BROADCAST: tl.constexpr, E_BROADCAST: tl.constexpr,
     ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr,
 ):
-    row = tl.program_id(0)
-    if INDEX_64:
-        row = row.to(tl.int64)
+    row, start, end = csr_row(ptr_ptr, INDEX_64)
     cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
     col_mask = cols < width
     u_cols = operand_columns(u_off_ptr, cols, col_mask, U_BROADCAST)
     e_cols = operand_columns(e_off_ptr, cols, col_mask, E_BROADCAST)
-    start = tl.load(ptr_ptr + row)
-    end = tl.load(ptr_ptr + row + 1)
-    if not INDEX_64:
-        start = start.to(tl.int32)
-        end = end.to(tl.int32)
 
     if REDUCE == "sum":
         acc = tl.zeros([BLOCK_F], dtype=ACC)
