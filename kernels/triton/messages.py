@@ -40,6 +40,20 @@ def csr_row(ptr_ptr, INDEX_64: tl.constexpr):
 
 
 @triton.jit
+def edge_tile(num_edges, width, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):
+    """This edge-parallel program's tile: its block of edge ids (``program_id(0)``) and of
+    output columns (``program_id(1)``), their masks and the 2-D mask of the tile."""
+    block = tl.program_id(0)
+    if INDEX_64:
+        block = block.to(tl.int64)
+    edges = block * BLOCK_E + tl.arange(0, BLOCK_E)
+    edge_mask = edges < num_edges
+    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
+    col_mask = cols < width
+    return edges, edge_mask, cols, col_mask, edge_mask[:, None] & col_mask[None, :]
+
+
+@triton.jit
 def operand_columns(offsets_ptr, cols, mask, BROADCAST: tl.constexpr):
     """Column of an operand row feeding output column ``cols``: ``cols`` itself when the
     operand has the output's feature shape, else read from its offset table (see

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from unigraph.kernels.triton.messages import combine, offsets_for, operand_columns, target_rows
+from unigraph.kernels.triton.messages import combine, edge_tile, offsets_for, operand_columns, target_rows
 from unigraph.kernels.triton.runtime import (
     INTERPRETER_BLOCK_E, accumulator, check_launchable, feature_block, flat, needs_int64, pointer_or, tuning)
 from unigraph.ops.spec import broadcast_feature_shape
@@ -44,14 +44,7 @@ def sddmm_kernel(
     RHS_BROADCAST: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr,
     BLOCK_F: tl.constexpr,
 ):
-    block = tl.program_id(0)
-    if INDEX_64:
-        block = block.to(tl.int64)
-    edges = block * BLOCK_E + tl.arange(0, BLOCK_E)
-    edge_mask = edges < num_edges
-    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
-    col_mask = cols < width
-    mask = edge_mask[:, None] & col_mask[None, :]
+    edges, edge_mask, cols, col_mask, mask = edge_tile(num_edges, width, INDEX_64, BLOCK_E, BLOCK_F)
     if OP != "copy_rhs":
         lhs_rows = target_rows(src_ptr, dst_ptr, edges, edge_mask, LHS_TARGET, INDEX_64)
         lhs_cols = operand_columns(lhs_off_ptr, cols, col_mask, LHS_BROADCAST)

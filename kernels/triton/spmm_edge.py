@@ -35,7 +35,7 @@ import triton.language as tl
 from torch import Tensor
 
 from unigraph.backends.base import take_or_minus_one
-from unigraph.kernels.triton.messages import combine, kernel_op, message_shape, offsets_for, operand_columns
+from unigraph.kernels.triton.messages import combine, edge_tile, kernel_op, message_shape, offsets_for, operand_columns
 from unigraph.kernels.triton.runtime import (
     INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, feature_block, flat, needs_int64,
     pointer_or, tuning)
@@ -64,14 +64,7 @@ def spmm_edge_kernel(
     E_BROADCAST: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr,
     BLOCK_F: tl.constexpr,
 ):
-    block = tl.program_id(0)
-    if INDEX_64:
-        block = block.to(tl.int64)
-    edges = block * BLOCK_E + tl.arange(0, BLOCK_E)
-    edge_mask = edges < num_edges
-    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
-    col_mask = cols < width
-    mask = edge_mask[:, None] & col_mask[None, :]
+    edges, edge_mask, cols, col_mask, mask = edge_tile(num_edges, width, INDEX_64, BLOCK_E, BLOCK_F)
     dst = tl.load(dst_ptr + edges, mask=edge_mask, other=0)
     if not INDEX_64:
         dst = dst.to(tl.int32)
@@ -98,7 +91,8 @@ def spmm_edge_kernel(
         tl.atomic_min(arg_e_ptr + out_at, edge_ids, mask=mask & (msg == best))
     elif REDUCE == "sum":
         msg = tl.where(mask, msg, 0.0)
-        first = tl.load(dst_ptr + block * BLOCK_E).to(dst.dtype)  # the block's first edge always exists
+        block_start = tl.program_id(0).to(edges.dtype) * BLOCK_E  # the block's first edge always exists
+        first = tl.load(dst_ptr + block_start).to(dst.dtype)
         lowest = tl.min(tl.where(edge_mask, dst, first), axis=0)
         highest = tl.max(tl.where(edge_mask, dst, first), axis=0)
         if lowest == highest:  # one destination for the whole block: sum first, one atomic per column
