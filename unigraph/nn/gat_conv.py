@@ -45,6 +45,58 @@ def attention_dropout_mask(num_edges: int, heads: int, p: float, like: Tensor) -
     return keep_mask((num_edges, heads), p, like)
 
 
+def set_attention_settings(layer: torch.nn.Module, who: str, in_channels, out_channels: int, heads: int,
+                           concat: bool, negative_slope: float, dropout: float, add_self_loops: bool,
+                           edge_dim: int | None, fill_value, residual: bool) -> None:
+    """Check and store the settings GATConv and GATv2Conv share (PyG's names)."""
+    layer.in_channels = in_channels
+    layer._widths = channels_pair(in_channels, who)
+    layer.out_channels = check_positive(out_channels, "out_channels", who)
+    layer.heads = check_positive(heads, "heads", who)
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
+        raise ValueError(f"{who} negative_slope must be a number >= 0, got {negative_slope!r}")
+    layer.concat, layer.negative_slope = concat, float(negative_slope)
+    layer.dropout = check_probability(dropout, "dropout", who)
+    layer.add_self_loops, layer.edge_dim, layer.residual = add_self_loops, edge_dim, residual
+    layer.fill_value = check_fill_value(fill_value, who)
+
+
+def checked_edge_attr(layer: torch.nn.Module, g: Graph, edge_attr: Tensor | None, who: str) -> Tensor | None:
+    """``edge_attr`` as ``[E, edge_dim]`` (a 1-D tensor is one feature per edge), or None; an
+    error when the layer was built without ``edge_dim``."""
+    edge_attr = edge_input(g, edge_attr, who, "edge_attr")
+    if edge_attr is None:
+        return None
+    if layer.lin_edge is None:
+        raise ValueError(f"{who} got edge_attr but was built without edge_dim; pass edge_dim=<features>")
+    if edge_attr.dim() == 1:
+        edge_attr = edge_attr.view(-1, 1)
+    check_width(edge_attr, layer.edge_dim, who, "edge_attr")
+    return edge_attr
+
+
+def attention_graph(layer: torch.nn.Module, g: Graph, edge_attr: Tensor | None) -> tuple[Graph, Tensor | None]:
+    """The graph attention runs on (one self-loop per node when ``add_self_loops``) and its edge
+    features (the loops' from ``fill_value``)."""
+    if not layer.add_self_loops:
+        return g, edge_attr
+    looped = with_self_loops(g)
+    if edge_attr is not None:
+        edge_attr = looped.edge_values(edge_attr, loop_edge_attr(g, looped, edge_attr, layer.fill_value))
+    return looped.graph, edge_attr
+
+
+def merge_heads(layer: torch.nn.Module, out: Tensor, x_dst: Tensor | None) -> Tensor:
+    """``[N, H, C]`` to the layer's output: heads concatenated or averaged, plus the projected
+    residual (when there are destination features) and the bias."""
+    out = out.reshape(-1, layer.heads * layer.out_channels) if layer.concat else out.mean(dim=1)
+    if layer.res is not None and x_dst is not None:
+        out = out + linear(x_dst, layer.res.weight)
+    if layer.bias is not None:
+        out = out + layer.bias
+    return out
+
+
 class GATConv(torch.nn.Module):
     r"""The graph attention operator from the `"Graph Attention Networks"
     <https://arxiv.org/abs/1710.10903>`_ paper.
@@ -108,16 +160,8 @@ class GATConv(torch.nn.Module):
                  residual: bool = False):
         super().__init__()
         who = "GATConv"
-        self.in_channels = in_channels
-        self._widths = channels_pair(in_channels, who)
-        self.out_channels = check_positive(out_channels, "out_channels", who)
-        self.heads = check_positive(heads, "heads", who)
-        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
-            raise ValueError(f"{who} negative_slope must be a number >= 0, got {negative_slope!r}")
-        self.concat, self.negative_slope = concat, float(negative_slope)
-        self.dropout = check_probability(dropout, "dropout", who)
-        self.add_self_loops, self.edge_dim, self.residual = add_self_loops, edge_dim, residual
-        self.fill_value = check_fill_value(fill_value, who)
+        set_attention_settings(self, who, in_channels, out_channels, heads, concat, negative_slope, dropout,
+                               add_self_loops, edge_dim, fill_value, residual)
         width = heads * out_channels
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
@@ -156,7 +200,7 @@ class GATConv(torch.nn.Module):
         x_src, x_dst = split_pair(g, x)
         check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
         check_width(x_dst, self._widths[1], who, "x (destination features)")
-        edge_attr = self._checked_edge_attr(g, edge_attr)
+        edge_attr = checked_edge_attr(self, g, edge_attr, who)
 
         h_src, h_dst = self._project(g, x, x_src, x_dst)
         h_src = h_src.view(-1, heads, channels)
@@ -166,12 +210,7 @@ class GATConv(torch.nn.Module):
         else:  # (x_src, None): scores from the source side only, as in PyG
             er = el.new_zeros((g.num_dst_nodes, heads))
 
-        graph = g
-        if self.add_self_loops:
-            looped = with_self_loops(g)
-            graph = looped.graph
-            if edge_attr is not None:
-                edge_attr = looped.edge_values(edge_attr, loop_edge_attr(g, looped, edge_attr, self.fill_value))
+        graph, edge_attr = attention_graph(self, g, edge_attr)
         edge_scores = self._edge_scores(edge_attr) if edge_attr is not None else None
         mask = None
         if self.training and self.dropout > 0.0:
@@ -181,27 +220,12 @@ class GATConv(torch.nn.Module):
             out, alpha = self._attend_unfused(graph, h_src, el, er, edge_scores, mask)
         else:
             out = ops.gat_attention(graph, h_src, el, er, self.negative_slope, edge_scores=edge_scores, edge_mask=mask)
-        out = out.reshape(-1, heads * channels) if self.concat else out.mean(dim=1)
-        if self.res is not None and x_dst is not None:
-            out = out + linear(x_dst, self.res.weight)
-        if self.bias is not None:
-            out = out + self.bias
+        out = merge_heads(self, out, x_dst)
         if return_attention_weights:
             return out, (graph.edge_index, alpha)
         return out
 
     # ------------------------------------------------------------------ pieces
-    def _checked_edge_attr(self, g: Graph, edge_attr: Tensor | None) -> Tensor | None:
-        edge_attr = edge_input(g, edge_attr, "GATConv", "edge_attr")
-        if edge_attr is None:
-            return None
-        if self.lin_edge is None:
-            raise ValueError("GATConv got edge_attr but was built without edge_dim; pass edge_dim=<features>")
-        if edge_attr.dim() == 1:
-            edge_attr = edge_attr.view(-1, 1)
-        check_width(edge_attr, self.edge_dim, "GATConv", "edge_attr")
-        return edge_attr
-
     def _project(self, g: Graph, x, x_src: Tensor, x_dst: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if self.lin is None:
             h_src = linear(x_src, self.lin_src.weight)

@@ -9,10 +9,10 @@ from torch.nn import Linear, Parameter
 from unigraph import ops
 from unigraph.graph import Graph
 from unigraph.message_passing.inputs import check_graph, split_pair
-from unigraph.nn.checks import channels_pair, check_positive, check_probability, check_width, edge_input, glorot_
-from unigraph.nn.gat_conv import attention_dropout_mask, check_fill_value, loop_edge_attr
+from unigraph.nn.checks import check_positive, check_width, glorot_
+from unigraph.nn.gat_conv import (
+    attention_dropout_mask, attention_graph, checked_edge_attr, merge_heads, set_attention_settings)
 from unigraph.nn.projection import linear
-from unigraph.nn.self_loops import with_self_loops
 
 
 class GATv2Conv(torch.nn.Module):
@@ -67,18 +67,10 @@ class GATv2Conv(torch.nn.Module):
                  share_weights: bool = False, residual: bool = False):
         super().__init__()
         who = "GATv2Conv"
-        self.in_channels = in_channels
-        self._widths = channels_pair(in_channels, who)
-        self.out_channels = check_positive(out_channels, "out_channels", who)
-        self.heads = check_positive(heads, "heads", who)
-        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
-            raise ValueError(f"{who} negative_slope must be a number >= 0, got {negative_slope!r}")
+        set_attention_settings(self, who, in_channels, out_channels, heads, concat, negative_slope, dropout,
+                               add_self_loops, edge_dim, fill_value, residual)
         if share_weights and self._widths[0] != self._widths[1]:
             raise ValueError(f"{who} share_weights needs equal source and destination widths, got {in_channels}")
-        self.concat, self.negative_slope = concat, float(negative_slope)
-        self.dropout = check_probability(dropout, "dropout", who)
-        self.add_self_loops, self.edge_dim, self.residual = add_self_loops, edge_dim, residual
-        self.fill_value = check_fill_value(fill_value, who)
         self.share_weights = share_weights
         width = heads * out_channels
         self.lin_l = Linear(self._widths[0], width, bias=bias)
@@ -110,12 +102,7 @@ class GATv2Conv(torch.nn.Module):
             raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
         check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
         check_width(x_dst, self._widths[1], who, "x (destination features)")
-        edge_attr = edge_input(g, edge_attr, who, "edge_attr")
-        if edge_attr is not None:
-            if self.lin_edge is None:
-                raise ValueError(f"{who} got edge_attr but was built without edge_dim; pass edge_dim=<features>")
-            edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
-            check_width(edge_attr, self.edge_dim, who, "edge_attr")
+        edge_attr = checked_edge_attr(self, g, edge_attr, who)
 
         x_l = linear(x_src, self.lin_l.weight, self.lin_l.bias).view(-1, heads, channels)
         if self.share_weights and not isinstance(x, (tuple, list)):
@@ -123,12 +110,7 @@ class GATv2Conv(torch.nn.Module):
         else:
             x_r = linear(x_dst, self.lin_r.weight, self.lin_r.bias).view(-1, heads, channels)
 
-        graph = g
-        if self.add_self_loops:
-            looped = with_self_loops(g)
-            graph = looped.graph
-            if edge_attr is not None:
-                edge_attr = looped.edge_values(edge_attr, loop_edge_attr(g, looped, edge_attr, self.fill_value))
+        graph, edge_attr = attention_graph(self, g, edge_attr)
         pair_sum = ops.gsddmm(graph, "add", x_l, x_r, "u", "v")  # [E, H, C]
         if edge_attr is not None:
             pair_sum = pair_sum + self.lin_edge(edge_attr).view(-1, heads, channels)
@@ -137,11 +119,7 @@ class GATv2Conv(torch.nn.Module):
         if self.training and self.dropout > 0.0:
             alpha = alpha * attention_dropout_mask(graph.num_edges, heads, self.dropout, alpha)
         out = ops.gspmm(graph, "u_mul_e", "sum", x_l, alpha.unsqueeze(-1))
-        out = out.reshape(-1, heads * channels) if self.concat else out.mean(dim=1)
-        if self.res is not None:
-            out = out + linear(x_dst, self.res.weight)
-        if self.bias is not None:
-            out = out + self.bias
+        out = merge_heads(self, out, x_dst)
         if return_attention_weights:
             return out, (graph.edge_index, alpha)
         return out
