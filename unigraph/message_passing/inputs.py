@@ -12,8 +12,6 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 
-SPARSE_LAYOUTS = (torch.sparse_csr, torch.sparse_coo)
-
 
 def check_graph(g: Any, who: str) -> Graph:
     if not isinstance(g, Graph):

@@ -1,20 +1,15 @@
 """GAT: Velickovic et al.'s attention node classifier."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 import torch.nn.functional as F
-from torch import Tensor
 
-from unigraph.graph import Graph
-from unigraph.models.layer_graphs import graphs_per_layer
+from unigraph.models.layer_stack import LayerStack
 from unigraph.nn.checks import check_positive, check_probability
 from unigraph.nn.gat_conv import GATConv
-from unigraph.nn.projection import dropout, sparse_if_mostly_zero
 
 
-class GAT(torch.nn.Module):
+class GAT(LayerStack):
     r"""The node classifier of `"Graph Attention Networks" <https://arxiv.org/abs/1710.10903>`_:
     :class:`~unigraph.nn.GATConv` layers of ``heads`` heads of ``hidden_channels`` (concatenated)
     with ELU between them, and a last layer of ``out_heads`` heads that are averaged. Dropout before
@@ -49,6 +44,9 @@ class GAT(torch.nn.Module):
         - **output:** logits :math:`(|\mathcal{V}|, C)` (the last block's destinations for blocks)
     """
 
+    dropout_at = "before"
+    activation = staticmethod(F.elu)
+
     def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 8, heads: int = 8,
                  num_layers: int = 2, out_heads: int = 1, dropout: float = 0.6, attention_dropout: float | None = None,
                  negative_slope: float = 0.2, residual: bool = False):
@@ -64,17 +62,3 @@ class GAT(torch.nn.Module):
             width = hidden_channels * heads
         convs.append(GATConv(width, out_channels, heads=out_heads, concat=False, **common))
         self.convs = torch.nn.ModuleList(convs)
-
-    def reset_parameters(self) -> None:
-        for conv in self.convs:
-            conv.reset_parameters()
-
-    def forward(self, g: Graph | Sequence[Graph], x: Tensor) -> Tensor:
-        graphs = graphs_per_layer(g, len(self.convs), "GAT")
-        x = sparse_if_mostly_zero(x)  # bag-of-words features: sparse products in the first layer
-        for i, (conv, graph) in enumerate(zip(self.convs, graphs)):
-            x = dropout(x, self.dropout, self.training)
-            x = conv(graph, x)
-            if i < len(self.convs) - 1:
-                x = F.elu(x)
-        return x

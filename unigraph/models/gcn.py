@@ -1,20 +1,14 @@
 """GCN: Kipf and Welling's node classifier."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from unigraph.graph import Graph
-from unigraph.models.layer_graphs import graphs_per_layer
+from unigraph.models.layer_stack import LayerStack
 from unigraph.nn.checks import check_positive, check_probability
 from unigraph.nn.gcn_conv import GCNConv
-from unigraph.nn.projection import dropout, sparse_if_mostly_zero
 
 
-class GCN(torch.nn.Module):
+class GCN(LayerStack):
     r"""The node classifier of `"Semi-supervised Classification with Graph Convolutional Networks"
     <https://arxiv.org/abs/1609.02907>`_: ``num_layers`` :class:`~unigraph.nn.GCNConv` layers with
     ReLU between them and dropout before each (the input features included, as in the paper's and
@@ -38,6 +32,8 @@ class GCN(torch.nn.Module):
         - **output:** logits :math:`(|\mathcal{V}|, C)` (the last block's destinations for blocks)
     """
 
+    dropout_at = "before"
+
     def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 16, num_layers: int = 2,
                  dropout: float = 0.5, cached: bool = False):
         super().__init__()
@@ -45,17 +41,3 @@ class GCN(torch.nn.Module):
         self.dropout = check_probability(dropout, "dropout", "GCN")
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(GCNConv(widths[i], widths[i + 1], cached=cached) for i in range(num_layers))
-
-    def reset_parameters(self) -> None:
-        for conv in self.convs:
-            conv.reset_parameters()
-
-    def forward(self, g: Graph | Sequence[Graph], x: Tensor) -> Tensor:
-        graphs = graphs_per_layer(g, len(self.convs), "GCN")
-        x = sparse_if_mostly_zero(x)  # bag-of-words features: sparse products in the first layer
-        for i, (conv, graph) in enumerate(zip(self.convs, graphs)):
-            x = dropout(x, self.dropout, self.training)
-            x = conv(graph, x)
-            if i < len(self.convs) - 1:
-                x = F.relu(x)
-        return x

@@ -1,14 +1,9 @@
 """GIN: Xu et al.'s graph isomorphism network, as a node classifier."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from unigraph.graph import Graph
-from unigraph.models.layer_graphs import graphs_per_layer
+from unigraph.models.layer_stack import LayerStack
 from unigraph.nn.checks import check_positive, check_probability
 from unigraph.nn.gin_conv import GINConv
 
@@ -20,7 +15,7 @@ def gin_mlp(in_channels: int, hidden_channels: int, out_channels: int) -> torch.
         torch.nn.Linear(hidden_channels, out_channels))
 
 
-class GIN(torch.nn.Module):
+class GIN(LayerStack):
     r"""``num_layers`` :class:`~unigraph.nn.GINConv` layers, each with a two-layer MLP (see
     :func:`gin_mlp`), ReLU and dropout between layers; from `"How Powerful are Graph Neural
     Networks?" <https://arxiv.org/abs/1810.00826>`_.
@@ -42,6 +37,8 @@ class GIN(torch.nn.Module):
         - **output:** logits :math:`(|\mathcal{V}_{dst}|, C)`
     """
 
+    dropout_at = "after"
+
     def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 64, num_layers: int = 3,
                  dropout: float = 0.5, train_eps: bool = False):
         super().__init__()
@@ -50,15 +47,3 @@ class GIN(torch.nn.Module):
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(
             GINConv(gin_mlp(widths[i], hidden_channels, widths[i + 1]), train_eps=train_eps) for i in range(num_layers))
-
-    def reset_parameters(self) -> None:
-        for conv in self.convs:
-            conv.reset_parameters()
-
-    def forward(self, g: Graph | Sequence[Graph], x: Tensor) -> Tensor:
-        graphs = graphs_per_layer(g, len(self.convs), "GIN")
-        for i, (conv, graph) in enumerate(zip(self.convs, graphs)):
-            x = conv(graph, x)
-            if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), self.dropout, self.training)
-        return x

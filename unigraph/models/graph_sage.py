@@ -1,19 +1,14 @@
 """GraphSAGE: Hamilton et al.'s inductive node classifier."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from unigraph.graph import Graph
-from unigraph.models.layer_graphs import graphs_per_layer
+from unigraph.models.layer_stack import LayerStack
 from unigraph.nn.checks import check_positive, check_probability
 from unigraph.nn.sage_conv import SAGEConv
 
 
-class GraphSAGE(torch.nn.Module):
+class GraphSAGE(LayerStack):
     r"""The node classifier of `"Inductive Representation Learning on Large Graphs"
     <https://arxiv.org/abs/1706.02216>`_: ``num_layers`` :class:`~unigraph.nn.SAGEConv` layers with
     ReLU and dropout between them. Built for mini-batch training on sampled blocks (layer ``i``
@@ -36,6 +31,8 @@ class GraphSAGE(torch.nn.Module):
         - **output:** logits :math:`(|\mathcal{V}_{dst}|, C)` of the last layer's destinations
     """
 
+    dropout_at = "after"
+
     def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 256, num_layers: int = 3,
                  aggr: str = "mean", dropout: float = 0.5):
         super().__init__()
@@ -43,15 +40,3 @@ class GraphSAGE(torch.nn.Module):
         self.dropout = check_probability(dropout, "dropout", "GraphSAGE")
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(SAGEConv(widths[i], widths[i + 1], aggr=aggr) for i in range(num_layers))
-
-    def reset_parameters(self) -> None:
-        for conv in self.convs:
-            conv.reset_parameters()
-
-    def forward(self, g: Graph | Sequence[Graph], x: Tensor) -> Tensor:
-        graphs = graphs_per_layer(g, len(self.convs), "GraphSAGE")
-        for i, (conv, graph) in enumerate(zip(self.convs, graphs)):
-            x = conv(graph, x)
-            if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), self.dropout, self.training)
-        return x

@@ -1,29 +1,18 @@
 """A node classifier as a list of layers, each ``layer(graph, h) -> h``, for pipeline stages.
 
-The models (:mod:`unigraph.models`) keep their convolutions in ``model.convs`` and apply dropout and
-an activation around each inside ``forward``. :class:`ModelLayer` replays exactly what ``forward``
-does around convolution ``i`` (the order of the random draws included), so that running the
-layers one after another is the model's ``forward``; ``tests/test_train_layers.py`` checks this
-for every model, which is what catches a model whose ``forward`` changes.
+The node classifiers (:class:`unigraph.models.layer_stack.LayerStack`: GCN, GAT, GraphSAGE, GIN)
+keep their convolutions in ``model.convs``; :class:`ModelLayer` runs convolution ``i`` through the
+same :func:`~unigraph.models.layer_stack.apply_layer` as the model's ``forward`` (dropout,
+activation, the order of the random draws), so running the layers one after another is the
+model's ``forward``. ``tests/test_train_layers.py`` checks this for every model.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from unigraph.graph import Graph
-from unigraph.models import GAT, GCN, GIN, GraphSAGE
-from unigraph.nn.projection import dropout as sparse_aware_dropout
-from unigraph.nn.projection import sparse_if_mostly_zero
-
-# model class -> (dropout before the conv (GCN/GAT) or after the activation (SAGE/GIN), activation)
-_LAYOUTS: dict[type, tuple[str, object]] = {
-    GCN: ("before", F.relu),
-    GAT: ("before", F.elu),
-    GraphSAGE: ("after", F.relu),
-    GIN: ("after", F.relu),
-}
+from unigraph.models.layer_stack import LayerStack, apply_layer
 
 
 class ModelLayer(torch.nn.Module):
@@ -32,31 +21,25 @@ class ModelLayer(torch.nn.Module):
     Holds the model's own convolution (parameters are shared, not copied).
     """
 
-    def __init__(self, model: torch.nn.Module, index: int):
+    def __init__(self, model: LayerStack, index: int):
         super().__init__()
         self.conv = model.convs[index]
-        self.dropout_at, self.activation = _LAYOUTS[type(model)]
+        self.dropout_at, self.activation = model.dropout_at, model.activation
         self.p = model.dropout
         self.first = index == 0
         self.last = index == len(model.convs) - 1
         self.train(model.training)  # a new module starts in training mode; follow the model's
 
     def forward(self, graph: Graph, h: Tensor) -> Tensor:
-        if self.dropout_at == "before":
-            if self.first:
-                h = sparse_if_mostly_zero(h)  # GCN/GAT read bag-of-words input sparsely
-            h = sparse_aware_dropout(h, self.p, self.training)
-            h = self.conv(graph, h)
-            return h if self.last else self.activation(h)
-        h = self.conv(graph, h)
-        return h if self.last else F.dropout(self.activation(h), self.p, self.training)
+        return apply_layer(self.conv, graph, h, first=self.first, last=self.last, dropout_at=self.dropout_at,
+                           activation=self.activation, p=self.p, training=self.training)
 
 
 def model_layers(model: torch.nn.Module) -> list[ModelLayer]:
-    """The layers of a GCN, GAT, GraphSAGE or GIN, in order."""
-    if type(model) not in _LAYOUTS:
-        raise TypeError(f"cannot split a {type(model).__name__} into layers; supported: "
-                        f"{', '.join(cls.__name__ for cls in _LAYOUTS)} (ViG: unigraph.train.vig)")
+    """The layers of a GCN, GAT, GraphSAGE or GIN (any LayerStack), in order."""
+    if not isinstance(model, LayerStack):
+        raise TypeError(f"cannot split a {type(model).__name__} into layers; supported: GCN, GAT, GraphSAGE, GIN "
+                        "(unigraph.models.layer_stack.LayerStack) (ViG: unigraph.train.vig)")
     return [ModelLayer(model, i) for i in range(len(model.convs))]
 
 
