@@ -31,9 +31,11 @@ CPU: fitted by least squares (non-negative, relative error) to the forward timin
 (load average about 1): ``kernels_cpu.json`` (5,000 nodes, uniform and R-MAT graphs of mean
 in-degree 1 to 256, F = 16/64/256) for the rates and ``kernels_cpu_tiny.json`` (64 nodes) for
 the launch costs, both in ``benchmarks/results``. ``python benchmarks/kernels.py --fit
-benchmarks/results/kernels_cpu.json benchmarks/results/kernels_cpu_tiny.json`` prints the fit
-(the committed run's ``auto`` choices were made by the constants of the previous calibration;
-the fit to it is below). Each row says which numbers are fitted and which derived. The fits'
+benchmarks/results/kernels_cpu.json benchmarks/results/kernels_cpu_tiny.json`` prints the fit.
+The constants below were fitted to a calibration run of the same command just before the
+committed run, whose ``auto`` choices they made; refitting on the committed files lands within
+the run-to-run noise (e.g. numba's spmm_sum rate 0.026 vs 0.032 ns, sparse's 0.068 vs 0.074 ns).
+Each row says which numbers are fitted and which derived. The fits'
 median relative errors (in brackets) are large for the cheap families because tiny and large
 calls differ in more than a straight line can say (threads are used only above
 ``unigraph.kernels.cpu.SERIAL_WORK``, caches); they only need to order the candidates, and

@@ -359,12 +359,13 @@ def warm_up(args, backends: list[str], peers: list[str], dgl_module) -> None:
     otherwise pays milliseconds that are no property of its kernel)."""
     device = torch.device(args.device)
     g = make_graph("uniform", 64, 4).to(device).prepare()
+    peer_graph = PeerGraph(g, device, dgl_module)
     quiet = argparse.Namespace(**{**vars(args), "min_reps": 1, "max_reps": 1, "min_time": 0.0})
     with contextlib.redirect_stderr(io.StringIO()):  # errors are reported by the timed cases
         for op in args.ops:
             inputs = make_inputs(op, g, 16, device)
             for mode in args.modes:
-                measure_case(quiet, g, PeerGraph(g, device, dgl_module), op, 16, inputs, mode, backends, peers)
+                measure_case(quiet, g, peer_graph, op, 16, inputs, mode, backends, peers)
 
 
 def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width: int, inputs: Inputs, mode: str,
