@@ -18,6 +18,7 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from unigraph.graph import DegreeStats, Graph
+from unigraph.hetero import HeteroGraph
 from unigraph import ops
 from unigraph.backends.selector import explain, info, set_backend, use_backend
 from unigraph import function
@@ -27,7 +28,7 @@ from unigraph.models import FFN, GAT, GCN, GIN, GraphSAGE, Grapher, ViG, knn_gra
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "DegreeStats", "ops", "explain", "info", "set_backend", "use_backend", "__version__",
+__all__ = ["Graph", "DegreeStats", "HeteroGraph", "ops", "explain", "info", "set_backend", "use_backend", "__version__",
            "function", "MessagePassing", "MessagePlan",
            "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GraphConv", "EdgeConv", "MRConv",
            "GCN", "GraphSAGE", "GAT", "GIN", "knn_graph", "Grapher", "FFN", "ViG"]

@@ -127,8 +127,12 @@ def to_networkx(graph: Graph) -> Any:
 def from_dgl(dgl_graph: Any) -> Graph:
     if not hasattr(dgl_graph, "edges") or not hasattr(dgl_graph, "num_src_nodes"):
         raise TypeError(f"from_dgl expects a DGLGraph, got {type(dgl_graph).__name__}")
-    if len(dgl_graph.canonical_etypes) != 1:
-        raise ValueError(f"from_dgl supports graphs with one edge type; this one has {dgl_graph.canonical_etypes}")
+    node_types = sorted(set(dgl_graph.srctypes) | set(dgl_graph.dsttypes))
+    if len(node_types) != 1 or len(dgl_graph.canonical_etypes) != 1:
+        # a Graph has one id space: merging typed ids into it would join unrelated nodes
+        raise ValueError(f"Graph.from_dgl converts a graph with one node type and one edge type; this one has node "
+                         f"types {node_types} and edge types {dgl_graph.canonical_etypes}. Convert it with "
+                         "unigraph.HeteroGraph.from_dgl, which keeps each type's own ids")
     src, dst = dgl_graph.edges(order="eid")
     edge_index = torch.stack([src, dst]).to(torch.int64)
     if dgl_graph.is_block:
