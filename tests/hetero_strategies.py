@@ -11,10 +11,10 @@ from unigraph import HeteroGraph
 
 @st.composite
 def hetero_graphs(draw, max_types: int = 3, max_nodes: int = 7, max_relations: int = 5, max_edges: int = 14,
-                  min_relations: int = 0) -> HeteroGraph:
+                  min_relations: int = 0, min_nodes: int = 0) -> HeteroGraph:
     num_types = draw(st.integers(1, max_types))
     types = [f"t{i}" for i in range(num_types)]
-    counts = {t: draw(st.integers(0, max_nodes)) for t in types}
+    counts = {t: draw(st.integers(min_nodes, max_nodes)) for t in types}
     relations = []
     if draw(st.booleans()):                                   # a self-relation on the first type
         relations.append(("t0", "self", "t0"))

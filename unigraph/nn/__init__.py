@@ -6,8 +6,11 @@ from unigraph.nn.gatv2_conv import GATv2Conv
 from unigraph.nn.gcn_conv import GCNConv
 from unigraph.nn.gin_conv import GINConv
 from unigraph.nn.graph_conv import GraphConv
+from unigraph.nn.hgt_conv import HGTConv
 from unigraph.nn.mr_conv import MRConv
+from unigraph.nn.rgcn_conv import RGCNConv
 from unigraph.nn.sage_conv import SAGEConv
+from unigraph.hetero.hetero_conv import HeteroConv  # heterogeneous layers: RGCNConv, HGTConv, HeteroConv
 
 __all__ = ["MessagePassing", "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GraphConv", "EdgeConv",
-           "MRConv"]
+           "MRConv", "RGCNConv", "HGTConv", "HeteroConv"]

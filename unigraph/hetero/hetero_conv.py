@@ -1,0 +1,128 @@
+"""HeteroConv: any unigraph layer per relation, combined per destination type."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor
+
+from unigraph.hetero.graph import HeteroGraph, Relation, check_relation
+from unigraph.hetero.inputs import check_hetero_graph
+from unigraph.message_passing.inputs import rows_prefix
+
+AGGREGATIONS = ("sum", "mean", "max", "min", "cat", None)
+
+
+def _module_key(relation: Relation) -> str:
+    return "__".join(relation)
+
+
+def group(outputs: list[Tensor], aggr: str | None) -> Tensor:
+    """Combine the outputs of the relations into one destination type (PyG's ``HeteroConv`` rule):
+    element-wise sum, mean, max or min, ``"cat"`` along the features, ``None`` stacked on a new
+    dimension 1 (``[N, relations, F]``)."""
+    if aggr is None:
+        return torch.stack(outputs, dim=1)
+    if len(outputs) == 1:
+        return outputs[0]
+    if aggr == "cat":
+        return torch.cat(outputs, dim=-1)
+    stacked = torch.stack(outputs)
+    if aggr == "sum":
+        return stacked.sum(0)
+    if aggr == "mean":
+        return stacked.mean(0)
+    return stacked.amax(0) if aggr == "max" else stacked.amin(0)
+
+
+class HeteroConv(torch.nn.Module):
+    r"""Runs one layer per relation and combines the results per destination type (PyG's
+    ``HeteroConv``; DGL's ``HeteroGraphConv``):
+
+    .. math::
+        \mathbf{x}_i^{\prime} = \bigoplus_{r = (s, \cdot, \tau(i))}
+        f_r\big(\mathcal{G}_r, (\mathbf{X}_s, \mathbf{X}_{\tau(i)})\big)_i
+
+    with :math:`\bigoplus` the ``aggr`` over the relations that end in :math:`i`'s type.
+
+    Any unigraph layer works as :math:`f_r`: it gets the relation's :class:`~unigraph.Graph` and,
+    for a self-relation (source type = destination type), the features of that type as one tensor
+    (a homogeneous graph, or in a sampled block a bipartite graph whose first sources are the
+    destinations); for a relation between two types, a ``(x_src, x_dst)`` pair (``x_dst`` is
+    ``None`` when the destination type has no features). Layers that add self-loops (``GCNConv``,
+    ``GATConv``, ...) join node ``i`` to node ``i``, which between two different types would be
+    meaningless: such a layer with ``add_self_loops=True`` on a relation between two types raises
+    ``ValueError``.
+
+    Extra keyword arguments reach the layers by relation: ``edge_attr_dict={relation: tensor}``
+    passes ``edge_attr=tensor`` to that relation's layer (PyG's convention). Node types that no
+    relation ends in are not in the output.
+
+    Args:
+        convs (dict): ``{(src_type, name, dst_type): layer}``.
+        aggr (str or None): ``"sum"`` (default), ``"mean"``, ``"max"``, ``"min"``, ``"cat"`` or ``None``
+            (stack: ``[N, relations, F]``).
+    """
+
+    def __init__(self, convs: Mapping[Relation, torch.nn.Module], aggr: str | None = "sum"):
+        super().__init__()
+        if not isinstance(convs, Mapping) or not convs:
+            raise TypeError(f"HeteroConv expects a non-empty dict {{relation: layer}}, got {convs!r}")
+        if aggr not in AGGREGATIONS:
+            raise ValueError(f"HeteroConv aggr must be one of {AGGREGATIONS}, got {aggr!r}")
+        self.relations = []
+        modules = {}
+        for relation, conv in convs.items():
+            relation = check_relation(relation)
+            if not isinstance(conv, torch.nn.Module):
+                raise TypeError(f"HeteroConv: the layer for {relation} must be a torch.nn.Module, got "
+                                f"{type(conv).__name__}")
+            if relation[0] != relation[2] and getattr(conv, "add_self_loops", False):
+                raise ValueError(f"HeteroConv: the layer for {relation} adds self-loops (joining node i of "
+                                 f"{relation[0]!r} to node i of {relation[2]!r}); build it with add_self_loops=False")
+            self.relations.append(relation)
+            modules[_module_key(relation)] = conv
+        self.convs = torch.nn.ModuleDict(modules)
+        self.aggr = aggr
+
+    def reset_parameters(self) -> None:
+        for conv in self.convs.values():
+            if hasattr(conv, "reset_parameters"):
+                conv.reset_parameters()
+
+    def forward(self, hg: HeteroGraph, x_dict: Mapping[str, Tensor], **kwargs: Any) -> dict[str, Tensor]:
+        check_hetero_graph(hg, "HeteroConv")
+        if not isinstance(x_dict, Mapping):
+            raise TypeError(f"HeteroConv expects node features as a dict {{node_type: tensor}}, got "
+                            f"{type(x_dict).__name__}")
+        missing = [r for r in self.relations if r not in hg]
+        if missing:
+            raise ValueError(f"HeteroConv has layers for relations {missing} that the graph does not have "
+                             f"({hg.relations})")
+        for name, value in kwargs.items():
+            if not name.endswith("_dict") or not isinstance(value, Mapping):
+                raise TypeError(f"HeteroConv passes extra arguments by relation: give {name}_dict={{relation: "
+                                f"value}} (a dict named ..._dict), got {name}={type(value).__name__}")
+        outputs: dict[str, list[Tensor]] = {}
+        for relation in self.relations:
+            src_type, _, dst_type = relation
+            if src_type not in x_dict:
+                raise ValueError(f"HeteroConv: x_dict has no features for {src_type!r}, the source type of {relation}")
+            if src_type == dst_type:
+                x = x_dict[src_type]
+            else:
+                x_dst = x_dict.get(dst_type)
+                if x_dst is not None and hg.is_block:  # a block's destinations: the first rows of their type
+                    x_dst = rows_prefix(x_dst, hg.num_dst_nodes(dst_type))
+                x = (x_dict[src_type], x_dst)
+            extra = {name[:-5]: value[relation] for name, value in kwargs.items() if relation in value}
+            conv = self.convs[_module_key(relation)]
+            try:
+                out = conv(hg[relation], x, **extra)
+            except (TypeError, ValueError) as err:  # re-raised with the relation named, never swallowed
+                raise type(err)(f"HeteroConv, relation {relation}: {err}") from err
+            outputs.setdefault(dst_type, []).append(out)
+        return {t: group(outs, self.aggr) for t, outs in outputs.items()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_relations={len(self.relations)}, aggr={self.aggr!r})"
