@@ -5,6 +5,7 @@
   conversions to and from PyG ``HeteroData`` and DGL heterographs, and to one homogeneous graph.
 * :class:`HeteroConv` - any unigraph layer per relation, combined per destination type.
 * :class:`TypedLinear`, :func:`segment_matmul` - per-type projections as one grouped product.
+* :class:`HeteroNeighborSampler` - per-relation fanouts into typed blocks (:class:`HeteroBlocks`).
 
 The relation-wise layers :class:`~unigraph.nn.RGCNConv` and :class:`~unigraph.nn.HGTConv` live in
 :mod:`unigraph.nn`; they run every relation at once on the ordinary graph operators
@@ -15,6 +16,7 @@ from unigraph.hetero.grouped import block_segment_matmul, segment_matmul
 from unigraph.hetero.hetero_conv import HeteroConv
 from unigraph.hetero.homogeneous import EDGE_TYPE, NODE_TYPE, from_homogeneous, to_homogeneous
 from unigraph.hetero.linear import TypedLinear
+from unigraph.hetero.sampling import HeteroBlocks, HeteroNeighborSampler
 
 __all__ = ["HeteroGraph", "Relation", "HeteroConv", "TypedLinear", "segment_matmul", "block_segment_matmul",
-           "to_homogeneous", "from_homogeneous", "NODE_TYPE", "EDGE_TYPE"]
+           "HeteroNeighborSampler", "HeteroBlocks", "to_homogeneous", "from_homogeneous", "NODE_TYPE", "EDGE_TYPE"]
