@@ -7,6 +7,7 @@
     unigraph train --pipeline-stages 2 --micro-batches 4          # pipeline parallel
     unigraph train --pipeline-stages 2 --micro-batches 4 --nproc 4  # 2 pipeline replicas x 2 stages
     unigraph train --checkpoint DIR [--resume]       # checkpoint every epoch; continue a stopped run
+    unigraph train --model rgcn [--batch-size 256 --fanouts 10,10]  # R-GCN on the heterogeneous academic graph
     unigraph info                                    # which kernels are available here
 
 Every argument is checked before any process starts; a bad one ends the command with exit status 2
@@ -24,7 +25,7 @@ from unigraph.train.config import SCHEDULES, PipelineConfig, TrainConfig
 from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, launch
 from unigraph.train.layers import stage_bounds
-from unigraph.train.models import model_names
+from unigraph.train.models import HETERO_MODELS, model_names
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -49,8 +50,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     data.add_argument("--dataset", default="synthetic", choices=jobs.DATASETS,
                       help="'synthetic' (default) is built in: a planted-partition graph, no download")
     data.add_argument("--root", help="folder with the Planetoid files (ind.cora.x, ...) for cora/citeseer/pubmed")
-    data.add_argument("--nodes", type=int, default=2000, help="nodes of the synthetic graph (default 2000)")
-    data.add_argument("--model", default="gat", choices=model_names() + ["graphsage"], help="default: gat")
+    data.add_argument("--nodes", type=int, default=2000, help="nodes of the synthetic graph (default 2000; for "
+                      "--model rgcn: papers of the built-in heterogeneous academic graph)")
+    data.add_argument("--model", default="gat", choices=model_names() + ["graphsage"] + list(HETERO_MODELS),
+                      help="default: gat; rgcn trains on the built-in heterogeneous academic graph")
     data.add_argument("--layers", type=int, default=2, help="graph layers (default 2)")
     data.add_argument("--hidden", type=int, help="hidden width (per head for GAT); default: the model's")
     data.add_argument("--heads", type=int, help="attention heads (GAT); default 8")

@@ -5,14 +5,18 @@
 * :func:`planted_partition` - the built-in synthetic dataset (no download), for demos and tests.
 * :func:`rmat` - R-MAT power-law graphs; :func:`random_geometric_graph` - points joined when
   close. (k-nearest-neighbour graphs, one per image for Vision GNNs: :func:`unigraph.knn_graph`.)
+* :func:`academic_graph` - the built-in heterogeneous dataset (papers, authors, institutions, fields)
+  with a planted signal, as a :class:`HeteroNodeDataset`.
 * :func:`save_dataset` / :func:`load_dataset` - a safe on-disk format (no unrestricted pickle).
 """
 from unigraph.data.dataset import NodeDataset, normalize_features
 from unigraph.data.generators import planted_partition, rmat
 from unigraph.data.geometric import random_geometric_graph
+from unigraph.data.hetero_synthetic import HeteroNodeDataset, academic_graph
 from unigraph.data.planetoid import Planetoid
 from unigraph.data.restricted_pickle import UnsafePickleError
 from unigraph.data.storage import load_dataset, save_dataset
 
 __all__ = ["NodeDataset", "normalize_features", "Planetoid", "planted_partition", "rmat", "random_geometric_graph",
+           "academic_graph", "HeteroNodeDataset",
            "save_dataset", "load_dataset", "UnsafePickleError"]

@@ -15,6 +15,7 @@ import torch
 import unigraph
 from unigraph.data import NodeDataset, Planetoid, planted_partition
 from unigraph.data.planetoid import NAMES as PLANETOID_NAMES
+from unigraph.train import hetero
 from unigraph.train.config import PipelineConfig, TrainConfig
 from unigraph.train.distributed import init_distributed, launched_by_environment, shutdown
 from unigraph.train.models import ALIASES, MODELS, build_node_classifier
@@ -51,7 +52,10 @@ class JobSpec:
 
 
 def load_dataset(spec: JobSpec) -> NodeDataset:
-    """The job's dataset: the built-in planted-partition graph, or Planetoid files from ``root``."""
+    """The job's dataset: the built-in planted-partition graph, or Planetoid files from ``root``
+    (for a heterogeneous model: the built-in academic graph, see :mod:`unigraph.train.hetero`)."""
+    if hetero.is_hetero_model(spec.model.name):
+        return hetero.load_dataset(spec)
     if spec.dataset == "synthetic":  # planted_partition's own split at its default 2000 nodes; smaller graphs scale it
         rest = spec.synthetic_nodes - 4 * 20  # 20 training nodes for each of the 4 classes
         num_val = min(500, rest // 3)
@@ -67,6 +71,8 @@ def load_dataset(spec: JobSpec) -> NodeDataset:
 def build_model(spec: JobSpec, dataset: NodeDataset) -> torch.nn.Module:
     """The model, initialized under the job's seed (identical in every rank and every run)."""
     seed_everything(spec.train.seed)
+    if hetero.is_hetero_model(spec.model.name):
+        return hetero.build_model(spec, dataset)
     m = spec.model
     return build_node_classifier(m.name, dataset.num_features, dataset.num_classes, num_layers=m.num_layers,
                                  hidden_channels=m.hidden_channels, heads=m.heads, dropout=m.dropout)
@@ -74,6 +80,8 @@ def build_model(spec: JobSpec, dataset: NodeDataset) -> torch.nn.Module:
 
 def kernel_summary(spec: JobSpec, dataset: NodeDataset) -> str:
     """Which backend the model's main graph operation runs on for this graph, and why."""
+    if hetero.is_hetero_model(spec.model.name):
+        return hetero.kernel_summary(spec, dataset)
     name = ALIASES.get(spec.model.name, spec.model.name)
     defaults = MODELS[name][1]
     width = spec.model.hidden_channels or defaults["hidden_channels"]
@@ -121,7 +129,9 @@ def _train(spec: JobSpec, context) -> dict:
     dataset = load_dataset(spec)
     model = build_model(spec, dataset)
     began = time.perf_counter()
-    if spec.pipeline is not None:
+    if hetero.is_hetero_model(spec.model.name):
+        trainer = hetero.HeteroTrainer(model, dataset, spec.train)
+    elif spec.pipeline is not None:
         trainer = PipelineTrainer(model, dataset, spec.train, spec.pipeline, context=context)
     else:
         trainer = Trainer(model, dataset, spec.train, context=context)

@@ -13,9 +13,12 @@ MODELS: dict[str, tuple[type, dict]] = {
     "gin": (GIN, dict(hidden_channels=64, dropout=0.5)),
 }
 ALIASES = {"graphsage": "sage"}
+# Classifiers of heterogeneous graphs, with their defaults (unigraph.train.hetero builds and trains them).
+HETERO_MODELS: dict[str, dict] = {"rgcn": dict(hidden_channels=64, dropout=0.5)}
 
 
 def model_names() -> list[str]:
+    """The homogeneous node classifiers ``build_node_classifier`` builds."""
     return sorted(MODELS)
 
 
@@ -25,6 +28,9 @@ def build_node_classifier(name: str, in_channels: int, num_classes: int, *, num_
     """``gcn``, ``sage`` (``graphsage``), ``gat`` or ``gin`` with ``num_layers`` layers; arguments left
     ``None`` take the model's default above. ``heads`` applies to GAT only."""
     key = ALIASES.get(str(name).lower(), str(name).lower())
+    if key in HETERO_MODELS:
+        raise ValueError(f"{name!r} classifies the nodes of heterogeneous graphs: build unigraph.models.RGCN with the "
+                         "graph's node feature widths and relations (see unigraph.train.hetero)")
     if key not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(model_names())}")
     cls, defaults = MODELS[key]
