@@ -123,6 +123,12 @@ def test_rgcn_refuses_bad_input():
         RGCNConv(3, 4, 1)(hg, {"a": torch.randn(1, 3)})
     with pytest.raises(ValueError, match="no weights for relations"):
         RGCNConv(3, 4, [("a", "s", "b")])(hg, {"a": torch.randn(1, 3), "b": torch.randn(1, 3)})
+    with pytest.raises(TypeError, match="share one dtype"):
+        RGCNConv(3, 4, 1)(hg, {"a": torch.randn(1, 3), "b": torch.randn(1, 3, dtype=torch.float64)})
+    with pytest.raises(ValueError, match=r"features of node type 'b' must be \[1, F\]"):
+        RGCNConv(3, 4, 1)(hg, {"a": torch.randn(1, 3), "b": torch.randn(2, 3)})
+    with pytest.raises(ValueError, match="one input width"):
+        RGCNConv((3, 2), 4, 1)(hg, {"a": torch.randn(1, 3), "b": torch.randn(1, 3)})
 
 
 # ---------------------------------------------------------------------- relation by relation

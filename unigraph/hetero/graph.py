@@ -123,6 +123,9 @@ class HeteroGraph:
                 counts.setdefault(ntype, None)
                 if row.numel():
                     inferred[ntype] = max(inferred.get(ntype, 0), int(row.max()) + 1)
+        devices = {str(edge_index.device) for edge_index in parsed.values()}
+        if len(devices) > 1:
+            raise ValueError(f"every relation's edges must be on one device, got {sorted(devices)}; move them with .to()")
         sizes = {ntype: count if count is not None else inferred.get(ntype, 0) for ntype, count in counts.items()}
         graphs = {}
         for relation, edge_index in parsed.items():

@@ -54,6 +54,10 @@ class TypedInputs:
                 raise TypeError(f"{who}: features of node type {ntype!r} must be floating point, got {x.dtype}")
             self.src[ntype] = x
             self.dst[ntype] = rows_prefix(x, hg.num_dst_nodes(ntype)) if hg.is_block else x
+        kinds = {(x.dtype, x.device) for x in self.src.values()}
+        if len(kinds) > 1:
+            raise TypeError(f"{who}: node features of all types must share one dtype and device, got "
+                            f"{ {t: (str(x.dtype), str(x.device)) for t, x in self.src.items()} }")
         like = next(iter(self.src.values()), None)
         self.dtype = like.dtype if like is not None else torch.get_default_dtype()
         self.device = like.device if like is not None else hg.device

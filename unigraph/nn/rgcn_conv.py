@@ -138,6 +138,9 @@ class RGCNConv(torch.nn.Module):
         return self._add_root(out, x_dst)
 
     def _forward_hetero(self, hg: HeteroGraph, x_dict: Any) -> dict[str, Tensor]:
+        if self._widths[0] != self._widths[1]:
+            raise ValueError(f"RGCNConv on a HeteroGraph takes one input width for every node type; this one was "
+                             f"built with in_channels={self.in_channels}")
         inputs = TypedInputs(hg, x_dict, "RGCNConv", width=None)
         for ntype, x in inputs.src.items():
             check_width(x, self._widths[0], "RGCNConv", f"x_dict[{ntype!r}]")
