@@ -4,6 +4,7 @@ library, device synchronization)."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import importlib.util
 import os
 import pathlib
@@ -65,3 +66,12 @@ def synchronize(device: torch.device) -> None:
 def load_average() -> tuple[float, float, float]:
     """The 1/5/15-minute load average (a shared or busy machine makes timings noisy)."""
     return tuple(round(x, 2) for x in os.getloadavg())
+
+
+def write_report(result: dict, out: pathlib.Path, name: str, write_markdown) -> None:
+    """``out/name.json`` (everything) and ``out/name.md`` (``write_markdown(result, path)``), then print the
+    markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1))
+    write_markdown(result, out / f"{name}.md")
+    print((out / f"{name}.md").read_text())

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import statistics
 import sys
@@ -38,7 +37,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import unigraph  # noqa: E402
 from benchmarks.e2e import Trainee  # noqa: E402
-from benchmarks.environment import load_average, machine, set_threads, versions  # noqa: E402
+from benchmarks.environment import load_average, machine, set_threads, versions, write_report  # noqa: E402
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
 from unigraph.data import academic_graph  # noqa: E402
 from unigraph.models import RGCN  # noqa: E402
@@ -273,10 +272,7 @@ def main(argv=None) -> dict:
               "loadavg_start": loadavg_start, "loadavg_end": load_average(), "graph": repr(ds),
               "config": {k: (str(v) if isinstance(v, pathlib.Path) else v) for k, v in vars(args).items()},
               "rows": rows, "comparisons": comparisons(rows)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1))
-    write_markdown(result, args.out / f"{args.name}.md")
-    print((args.out / f"{args.name}.md").read_text())
+    write_report(result, args.out, args.name, write_markdown)
     return result
 
 

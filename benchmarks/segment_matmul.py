@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import statistics
 import sys
@@ -25,7 +24,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from benchmarks.environment import load_average, machine, set_threads, versions  # noqa: E402
+from benchmarks.environment import load_average, machine, set_threads, versions, write_report  # noqa: E402
 from unigraph.hetero import grouped, segment_matmul  # noqa: E402
 
 # (name, rows, groups, width in, width out, skewed sizes)
@@ -116,10 +115,7 @@ def main(argv=None) -> dict:
     result = {"benchmark": "segment_matmul", "started": started, "argv": list(argv), "device": "cpu",
               "machine": machine(torch.device("cpu")), "versions": versions(), "threads": args.threads,
               "loadavg_start": loadavg_start, "loadavg_end": load_average(), "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1))
-    write_markdown(result, args.out / f"{args.name}.md")
-    print((args.out / f"{args.name}.md").read_text())
+    write_report(result, args.out, args.name, write_markdown)
     return result
 
 

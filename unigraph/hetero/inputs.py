@@ -17,6 +17,16 @@ def check_hetero_graph(g: Any, who: str) -> HeteroGraph:
     return g
 
 
+def relation_positions(hg: HeteroGraph, known: list, who: str, device: torch.device) -> Tensor:
+    """The position of each of ``hg``'s relations in a layer's ``known`` relations (its weights), or
+    ``ValueError`` naming the relations it has no weights for."""
+    position = {r: i for i, r in enumerate(known)}
+    unknown = [r for r in hg.relations if r not in position]
+    if unknown:
+        raise ValueError(f"{who} has no weights for relations {unknown}; it knows {known}")
+    return torch.tensor([position[r] for r in hg.relations], dtype=torch.int64, device=device)
+
+
 def relation_types(hg: HeteroGraph) -> set[str]:
     """Node types that are a source or destination of some relation."""
     return {t for relation in hg.relations for t in (relation[0], relation[2])}

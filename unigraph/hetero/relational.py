@@ -68,6 +68,11 @@ class RelationLayout:
     def _per_relation(self, values: list[int]) -> Tensor:
         return torch.tensor(values, dtype=torch.int64, device=self.device)
 
+    def _type_ranges(self, offsets: list[int], rel_types: list[int]) -> Tensor:
+        """The global ids of every node of each relation's type, relation after relation."""
+        nodes = [torch.arange(offsets[t], offsets[t + 1], device=self.device) for t in rel_types]
+        return torch.cat(nodes) if nodes else torch.empty(0, dtype=torch.int64, device=self.device)
+
     def _rows(self, node: Tensor, offsets: list[int], rel_types: list[int], row_counts: list[int]) -> Tensor:
         """The row ``(r, local id)`` of each edge's endpoint ``node`` (global id) under relation ``r``."""
         row_start = self._per_relation(type_offsets(row_counts)[:-1])
@@ -85,9 +90,7 @@ class RelationLayout:
     def combine_graph(self) -> Graph:
         """Sources: rows ``(r, v)``; destinations: global destination nodes (one edge per row)."""
         def build() -> Graph:
-            nodes = [torch.arange(self.dst_offsets[t], self.dst_offsets[t + 1], device=self.device)
-                     for t in self.rel_dst]
-            dst = torch.cat(nodes) if nodes else torch.empty(0, dtype=torch.int64, device=self.device)
+            dst = self._type_ranges(self.dst_offsets, self.rel_dst)
             return Graph._trusted(torch.arange(dst.numel(), device=self.device), dst, dst.numel(),
                                   self.dst_offsets[-1], True)
         return self._once("combine", build)
@@ -102,11 +105,7 @@ class RelationLayout:
     # ------------------------------------------------------------------ per-row and per-edge values
     def src_row_nodes(self) -> Tensor:
         """The global source node of every source row ``(r, u)``."""
-        def build() -> Tensor:
-            nodes = [torch.arange(self.src_offsets[t], self.src_offsets[t + 1], device=self.device)
-                     for t in self.rel_src]
-            return torch.cat(nodes) if nodes else torch.empty(0, dtype=torch.int64, device=self.device)
-        return self._once("src_row_nodes", build)
+        return self._once("src_row_nodes", lambda: self._type_ranges(self.src_offsets, self.rel_src))
 
     def src_row_relations(self) -> Tensor:
         """The relation of every source row."""
@@ -155,7 +154,8 @@ def typed_layout(g: Graph, edge_type: Tensor, num_relations: int) -> RelationLay
         saved_types, saved_count, layout = cached
         if saved_count == num_relations and saved_types.device == edge_type.device and torch.equal(saved_types, edge_type):
             return layout
+    snapshot = edge_type.clone()  # the layout reads its own copy: later in-place changes cannot reach it
     layout = RelationLayout(["node"], [g.num_src_nodes], [g.num_dst_nodes], [0] * num_relations, [0] * num_relations,
-                            g.src, g.dst, edge_type)
-    _TYPED_LAYOUTS[g] = (edge_type.clone(), num_relations, layout)
+                            g.src, g.dst, snapshot)
+    _TYPED_LAYOUTS[g] = (snapshot, num_relations, layout)
     return layout

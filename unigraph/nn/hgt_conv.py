@@ -12,7 +12,7 @@ from torch.nn import Parameter
 from unigraph import ops
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation, check_type_name
 from unigraph.hetero.grouped import block_segment_matmul
-from unigraph.hetero.inputs import TypedInputs, check_hetero_graph
+from unigraph.hetero.inputs import TypedInputs, check_hetero_graph, relation_positions
 from unigraph.hetero.linear import TypedLinear
 from unigraph.hetero.relational import hetero_layout
 from unigraph.nn.checks import check_positive
@@ -98,13 +98,6 @@ class HGTConv(torch.nn.Module):
             self.skip.fill_(1.0)
             self.p_rel.fill_(1.0)
 
-    def _relation_index(self, hg: HeteroGraph) -> Tensor:
-        position = {r: i for i, r in enumerate(self.relations)}
-        unknown = [r for r in hg.relations if r not in position]
-        if unknown:
-            raise ValueError(f"HGTConv has no weights for relations {unknown}; its metadata has {self.relations}")
-        return torch.tensor([position[r] for r in hg.relations], dtype=torch.int64, device=self.k_rel.device)
-
     def forward(self, hg: HeteroGraph, x_dict: Any) -> dict[str, Tensor]:
         who = "HGTConv"
         check_hetero_graph(hg, who)
@@ -112,7 +105,7 @@ class HGTConv(torch.nn.Module):
         if unknown:
             raise ValueError(f"{who} has no weights for node types {unknown}; its metadata has {self.node_types}")
         inputs = TypedInputs(hg, x_dict, who, width=self.in_channels)
-        index = self._relation_index(hg)
+        index = relation_positions(hg, self.relations, who, self.k_rel.device)
         heads, width = self.heads, self.out_channels
         dim = width // heads
 

@@ -1,7 +1,7 @@
 """RGCNConv: the relational graph convolution (R-GCN)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
@@ -11,7 +11,7 @@ from unigraph import ops
 from unigraph.graph import Graph
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation
 from unigraph.hetero.grouped import block_segment_matmul, segment_matmul
-from unigraph.hetero.inputs import TypedInputs
+from unigraph.hetero.inputs import TypedInputs, relation_positions
 from unigraph.hetero.relational import RelationLayout, hetero_layout, typed_layout
 from unigraph.message_passing.base import normalize_aggr
 from unigraph.message_passing.inputs import check_graph, split_pair
@@ -176,13 +176,8 @@ class RGCNConv(torch.nn.Module):
                                  f"{len(hg.relations)} ({hg.relations}); build it with the graph's relations "
                                  "(RGCNConv(..., hg.relations)) to match them by name")
             return None
-        position = {r: i for i, r in enumerate(self.relations)}
-        unknown = [r for r in hg.relations if r not in position]
-        if unknown:
-            raise ValueError(f"RGCNConv has no weights for relations {unknown}; it knows {self.relations}")
-        if list(hg.relations) == self.relations:
-            return None
-        return torch.tensor([position[r] for r in hg.relations], dtype=torch.int64, device=self.weight.device)
+        index = relation_positions(hg, self.relations, "RGCNConv", self.weight.device)
+        return None if hg.relations == self.relations else index
 
     # ------------------------------------------------------------------ the computation
     def _relation_weights(self, index: Tensor | None) -> Tensor:

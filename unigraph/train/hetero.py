@@ -80,12 +80,10 @@ class HeteroTrainer:
 
     def __init__(self, model: torch.nn.Module, dataset: HeteroNodeDataset, config: TrainConfig, *,
                  device: torch.device | str | None = None):
-        if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        if not isinstance(dataset, HeteroNodeDataset):
-            raise TypeError(f"dataset must be a unigraph.data.HeteroNodeDataset, got {type(dataset).__name__}")
-        if not isinstance(config, TrainConfig):
-            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        for value, kind, name in ((model, torch.nn.Module, "model"), (dataset, HeteroNodeDataset, "dataset"),
+                                  (config, TrainConfig, "config")):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__module__}.{kind.__name__}, got {type(value).__name__}")
         if config.checkpoint_dir is not None or config.num_workers:
             raise ValueError("HeteroTrainer does not write checkpoints or start sampling workers yet; leave "
                              "checkpoint_dir=None and num_workers=0")
