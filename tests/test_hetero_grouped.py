@@ -70,9 +70,15 @@ def test_bmm_tiles_pad_within_each_group():
     counts = [1, 0, 300, 17]
     tile = grouped.tile_rows(counts, 8, 4)
     gather, tile_group, keep = grouped._tile_plan(tuple(counts), tile, torch.device("cpu"))
-    assert tile == 16 and tile_group.tolist() == [0] + [2] * 19 + [3] * 2
+    assert tile == 128 and tile_group.tolist() == [0, 2, 2, 2, 3]   # about the mean group size (80)
     assert torch.equal(gather[keep], torch.arange(sum(counts)))      # every row once, in order
     assert int((gather == sum(counts)).sum()) == tile_group.numel() * tile - sum(counts)
+
+
+def test_equal_groups_take_one_plain_bmm():
+    x, weight = torch.randn(12, 3, dtype=torch.float64), torch.randn(4, 3, 2, dtype=torch.float64)
+    torch.testing.assert_close(segment_matmul(x, [3, 3, 3, 3], weight, method="bmm"),
+                               reference(x, [3, 3, 3, 3], weight), rtol=1e-12, atol=1e-12)
 
 
 def test_no_rows_keeps_the_weight_in_the_graph():

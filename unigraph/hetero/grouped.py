@@ -13,10 +13,12 @@ graph). Here it is one product, by one of three methods:
   matched the loop (on torch 2.13's CPU build: float32), and where its layout rule holds (row
   widths of ``X``, ``W`` and ``Y`` a multiple of 16 bytes).
 * ``bmm``: the rows are cut into tiles of ``B`` rows (the last tile of a group padded with zero
-  rows), each tile paired with its group's weight, and all tiles multiplied by one ``torch.bmm``.
+  rows), each tile paired with its group's weight, and all tiles multiplied by one ``torch.bmm``
+  (groups of equal size need no tiles: one ``bmm`` over ``X`` viewed as ``[T, rows / T, in]``).
   Exact in every dtype and on every device; it pads at most ``B - 1`` rows per group and gathers
-  one weight matrix per tile, so ``B`` is chosen at least as wide as the narrower feature width
-  (then the gathered weights take no more memory than ``X`` or ``Y``).
+  one weight matrix per tile (:func:`tile_rows` says how ``B`` is chosen). It is the one-kernel
+  fallback where ``grouped_mm`` cannot run; on a CPU it ranges from half to twice the speed of a
+  loop, depending on how even the groups are (``benchmarks/segment_matmul.py``).
 * ``loop``: one matmul per group (the reference, for tests and benchmarks).
 
 ``auto`` takes ``grouped_mm`` where it may run and ``bmm`` otherwise;
@@ -73,10 +75,9 @@ def _check_operands(x: Tensor, weight: Tensor) -> None:
 
 # ---------------------------------------------------------------------- the three methods
 def _loop(x: Tensor, counts: list[int], weight: Tensor) -> Tensor:
-    parts, start = [], 0
-    for t, count in enumerate(counts):
-        parts.append(x[start:start + count] @ weight[t])
-        start += count
+    # split and unbind, not indexing: the backward of x[a:b] (of weight[t]) writes a gradient as large as
+    # x (as weight) once per group; theirs is one cat (stack)
+    parts = [rows @ w for rows, w in zip(x.split(counts), weight.unbind(0))]
     return torch.cat(parts) if parts else x.new_zeros((0, weight.shape[2]))
 
 
@@ -90,10 +91,12 @@ def _next_pow2(n: int) -> int:
 
 
 def tile_rows(counts: Sequence[int], width_in: int, width_out: int) -> int:
-    """Rows per tile of the ``bmm`` method: at least the narrower width (so the per-tile weights
-    cost no more memory than the operands), at least 16, at most 256, and no more than the largest
-    group needs."""
-    tile = min(256, max(16, _next_pow2(min(width_in, width_out))))
+    """Rows per tile of the ``bmm`` method: about the mean group size (fewer, larger products; the
+    padding stays below one tile per group, so at most about twice the rows), at least the narrower
+    width (so the per-tile weights cost no more memory than the operands) and 16, at most 256, and
+    no more than the largest group needs."""
+    mean = -(-sum(counts) // max(len(counts), 1))
+    tile = min(256, max(16, _next_pow2(min(width_in, width_out)), _next_pow2(mean)))
     return max(1, min(tile, _next_pow2(max(counts, default=1))))
 
 
@@ -123,6 +126,8 @@ def _tile_plan(counts: tuple[int, ...], tile: int, device: torch.device) -> tupl
 
 def _bmm(x: Tensor, counts: list[int], weight: Tensor) -> Tensor:
     width_in, width_out = weight.shape[1], weight.shape[2]
+    if len(set(counts)) == 1:  # equal groups (every relation over all nodes of one type): no padding, no copies
+        return torch.bmm(x.view(len(counts), counts[0], width_in), weight).view(-1, width_out)
     tile = tile_rows(counts, width_in, width_out)
     gather, tile_group, keep = _tile_plan(tuple(counts), tile, x.device)
     padded = torch.cat([x, x.new_zeros((1, width_in))])[gather].view(-1, tile, width_in)
