@@ -32,7 +32,8 @@ def group(outputs: list[Tensor], aggr: str | None) -> Tensor:
         return stacked.sum(0)
     if aggr == "mean":
         return stacked.mean(0)
-    return stacked.amax(0) if aggr == "max" else stacked.amin(0)
+    # max/min send the gradient to one extreme relation (as the graph ops' max/min and PyG), not split over ties
+    return stacked.max(0).values if aggr == "max" else stacked.min(0).values
 
 
 class HeteroConv(torch.nn.Module):
