@@ -121,6 +121,8 @@ class HeteroConv(torch.nn.Module):
             try:
                 out = conv(hg[relation], x, **extra)
             except (TypeError, ValueError) as err:  # re-raised with the relation named, never swallowed
+                if type(err) not in (TypeError, ValueError):
+                    raise
                 raise type(err)(f"HeteroConv, relation {relation}: {err}") from err
             outputs.setdefault(dst_type, []).append(out)
         return {t: group(outs, self.aggr) for t, outs in outputs.items()}
