@@ -242,3 +242,15 @@ def test_graph_from_dgl_refuses_typed_graphs(dgl):
 
 def test_exported_from_unigraph():
     assert unigraph.HeteroGraph is HeteroGraph
+
+
+def test_copies_keep_features_and_refuse_mixed_devices():
+    hg = small()
+    hg.ndata["paper"]["x"] = torch.randn(3, 2)
+    hg.edata["cites"]["w"] = torch.randn(2)
+    moved = hg.to("cpu").prepare()
+    assert moved is not hg and torch.equal(moved.ndata["paper"]["x"], hg.ndata["paper"]["x"])
+    assert torch.equal(moved.edata["cites"]["w"], hg.edata["cites"]["w"]) and moved["cites"].is_prepared()
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="one device"):
+            HeteroGraph({WRITES: torch.tensor([[0], [0]]), CITES: torch.tensor([[0], [0]]).cuda()})
