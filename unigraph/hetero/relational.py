@@ -117,8 +117,8 @@ class RelationLayout:
         """``1 / |N_r(v)|`` for every edge (its relation's in-degree of its destination)."""
         def build() -> Tensor:
             gather = self.gather_graph()
-            return (1.0 / gather.in_degrees().to(torch.float64))[gather.dst]
-        return self._once("mean_norm", build).to(dtype)
+            return (1.0 / gather.in_degrees().to(torch.float64))[gather.dst].to(dtype)
+        return self._once(f"mean_norm/{dtype}", build)
 
 
 def hetero_layout(hg: HeteroGraph) -> RelationLayout:
