@@ -2,10 +2,14 @@
 so that spawned worker processes can import them by name."""
 from __future__ import annotations
 
+import json
 import os
 import time
 
-from unigraph.sampling import NeighborSampler
+import torch
+
+from unigraph.data import rmat
+from unigraph.sampling import NeighborSampler, NodeLoader
 
 POISON = 7  # the node id whose batch misbehaves
 
@@ -29,3 +33,54 @@ class SleepingSampler(NeighborSampler):
         if POISON in seeds.tolist():
             time.sleep(60)
         return super().sample(graph, seeds, key=key)
+
+
+BALLAST_BYTES = 8 << 20  # far more than a socket buffer holds (about 200 KB on Linux)
+
+
+class BigBatchSampler(NeighborSampler):
+    """Every batch carries 8 MB of ballast: a worker that sends one blocks in the middle of the
+    write until the caller reads (the state in which the OOM killer used to hang the caller).
+    Batches other than the one holding node 0 wait until the file ``gate`` exists, so that the
+    caller can stop reading first."""
+
+    def __init__(self, fanouts, *, gate: str):
+        super().__init__(fanouts)
+        self.gate = gate
+
+    def sample(self, graph, seeds, *, key=None):
+        deadline = time.monotonic() + 60
+        while 0 not in seeds.tolist() and not os.path.exists(self.gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        batch = super().sample(graph, seeds, key=key)
+        batch.ballast = torch.ones(BALLAST_BYTES // 4)
+        return batch
+
+
+class SlowSampler(NeighborSampler):
+    """Half a second per batch: the caller spends its time waiting for batches, the workers theirs
+    busy (not waiting to read a task)."""
+
+    def sample(self, graph, seeds, *, key=None):
+        time.sleep(0.5)
+        return super().sample(graph, seeds, key=key)
+
+
+def serve_forever() -> None:
+    """The main program of the signal tests (run in a subprocess, ``tests`` on ``sys.path``): two
+    spawned workers, their pids printed as a JSON line, then epochs until a signal arrives. On
+    Ctrl-C it prints the monotonic time the ``KeyboardInterrupt`` reached it, then lets it end the
+    program."""
+    graph = rmat(200, 2000, seed=1)
+    loader = NodeLoader(graph, torch.arange(200), SlowSampler([2]), batch_size=16, num_workers=2, timeout=120)
+    batches = iter(loader)
+    next(batches)
+    print(json.dumps({"pid": os.getpid(), "workers": loader.worker_pids}), flush=True)
+    try:
+        while True:
+            for _ in batches:
+                pass
+            batches = iter(loader)
+    except KeyboardInterrupt:
+        print(json.dumps({"interrupted": time.monotonic()}), flush=True)
+        raise

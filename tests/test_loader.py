@@ -109,7 +109,7 @@ def test_a_worker_that_raises_reports_its_traceback_and_the_pool_survives():
 def test_a_worker_that_dies_is_reported_with_its_exit_code():
     with NodeLoader(_small_graph(), torch.arange(200), DyingSampler([2]), batch_size=16, num_workers=2,
                     timeout=60, start_method="forkserver") as loader:
-        with pytest.raises(WorkerError, match="exited unexpectedly with exit code 3"):
+        with pytest.raises(WorkerError, match=r"sampling worker \d \(pid \d+\) died unexpectedly: it exited with code 3"):
             list(loader)
         assert loader.worker_pids == []                              # shut down; a next epoch starts afresh
 

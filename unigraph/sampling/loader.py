@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -17,6 +18,8 @@ from unigraph.sampling.workers import WorkerPool
 def make_batch(context: tuple, items: Tensor, key: int) -> Any:
     """Sample one batch and gather what can be gathered on the CPU (runs in workers too)."""
     sampler, graph, x, labels = context
+    if isinstance(items, np.ndarray):   # sent to a worker: a pickled numpy array loads ~10x faster than a tensor
+        items = torch.from_numpy(items)
     batch = sampler.sample(graph, items, key=key)
     if labels is not None:
         batch.y = labels[batch.output_nodes]
@@ -163,7 +166,7 @@ class NodeLoader:
         self._epoch += 1
         tasks = self._epoch_tasks(self._epoch)
         if self._pool is not None:
-            batches = self._pool.run(tasks)
+            batches = self._pool.run([(items.numpy(), key) for items, key in tasks])
         else:
             context = self._context()
             batches = (make_batch(context, items, key) for items, key in tasks)

@@ -1,0 +1,77 @@
+"""What the fault tests need to know about processes, read from Linux's ``/proc``."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from Linux's /proc")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            text = file.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text[text.rindex(")") + 2:].split()   # after "pid (comm) ": state, ppid, ...
+
+
+def children_of(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat(int(name))
+            if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(name))
+    return found
+
+
+def is_gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie nobody has reaped yet counts as gone)."""
+    fields = _stat(pid)
+    return fields is None or fields[0] in ("Z", "X")
+
+
+def wait_gone(pids, within: float) -> float:
+    """Seconds until every one of ``pids`` was gone; fails after ``within`` seconds."""
+    began = time.monotonic()
+    while not all(is_gone(pid) for pid in pids):
+        if time.monotonic() - began > within:
+            alive = [pid for pid in pids if not is_gone(pid)]
+            raise AssertionError(f"processes {alive} were still alive {within}s later")
+        time.sleep(0.01)
+    return time.monotonic() - began
+
+
+def shm_files(pid: int) -> set[str]:
+    """The files under /dev/shm that ``pid`` has mapped or open and that still have a name (a
+    named semaphore of ``multiprocessing``, a shared-memory segment not yet unlinked)."""
+    found = set()
+    try:
+        with open(f"/proc/{pid}/maps") as file:
+            found.update(line.split(None, 5)[5].strip() for line in file if "/dev/shm/" in line)
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/dev/shm/"):
+                found.add(target)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return {path for path in found if not path.endswith("(deleted)")}
+
+
+def kill_all(pids) -> None:
+    """Clean-up after a failed test: SIGKILL whatever of ``pids`` is still alive."""
+    for pid in pids:
+        if not is_gone(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
