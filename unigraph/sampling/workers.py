@@ -44,6 +44,7 @@ import collections
 import os
 import pickle
 import signal
+import sys
 import time
 import traceback
 import weakref
@@ -88,6 +89,11 @@ def _worker_main(worker_id: int, make_batch: Callable, context: Any, channel, li
             send_message(channel, payload)
     except (BrokenPipeError, ConnectionResetError):
         pass   # the caller closed the pool or died
+    # Leave at once: nothing here needs the interpreter's teardown, which takes seconds on a busy
+    # machine, and during which the lifeline's thread can no longer end the process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _shutdown(lifeline: Lifeline, processes: list, channels: list, grace: float = 1.0) -> None:
