@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -99,7 +100,16 @@ def shutdown() -> None:
     """Leave the job: wait for every rank (so no operation is still in flight anywhere), then destroy
     the process groups. Call it after the objects that use the groups (a ``DistributedDataParallel``
     model, pipeline stages) are gone: destroying those after the groups can hang in their C++
-    destructors (seen here about once in ten gloo runs; pytorch/pytorch#75097 describes the kind)."""
+    destructors (seen here about once in ten gloo runs; pytorch/pytorch#75097 describes the kind).
+
+    Called while an exception propagates (in a ``finally`` or ``except`` block, or a context
+    manager's exit), it does nothing: the other ranks may be waiting in a different collective, so
+    a barrier would stall this rank, and with it the report of its error, for the whole collective
+    timeout (300 s by default). The error then ends this process at once, and the other ranks
+    are stopped by :func:`unigraph.train.launch` or ``torchrun`` (or fail on the lost connection).
+    """
+    if sys.exc_info()[1] is not None:
+        return
     if dist.is_available() and dist.is_initialized():
         if dist.get_world_size() > 1:
             dist.barrier()

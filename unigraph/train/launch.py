@@ -6,18 +6,23 @@ lock state it cannot use) with the environment ``torchrun`` would give it (``RAN
 same worker code runs under either. It then calls ``target(*args)``; its return value comes back
 to the caller.
 
-Failure handling (no silent hang):
+Failure handling (no silent hang; see ``docs/faults.md``):
 
-* A rank that raises records its traceback (with a timestamp) before exiting. As soon as any rank
-  exits with an error, the others are stopped (SIGTERM, then SIGKILL) and :class:`LaunchError`
-  is raised with the error of the rank that failed *first*: a rank that failed only because its
-  peer vanished (a broken connection) is listed after the root cause.
-* A rank that dies without a Python error (a signal, ``os._exit``) is reported with its exit code.
+* The launcher waits on every rank's exit and every rank's own channel at once
+  (:mod:`unigraph.procs`), so it sees a failure the moment it happens: a rank that raises sends
+  its traceback (with a timestamp) before it exits; a rank that dies without a Python error (a
+  signal such as the OOM killer's SIGKILL, ``os._exit``, a segfault) is seen by its exit code.
+* Half a second after the first failure (time for a simultaneous, independent failure to report
+  too), every rank still running is stopped and :class:`LaunchError` names the rank that failed
+  *first* and how: its traceback, or its exit code or signal. A rank whose error only says that
+  a peer vanished (a connection reset or closed by the peer) is a consequence, never the cause:
+  it is listed after the root cause whatever its timestamp.
 * A rank stuck in a collective fails by itself after the process group's timeout (see
   :func:`unigraph.train.distributed.init_distributed`); and the whole job is bounded by
   ``timeout`` seconds, after which the ranks still running print every thread's stack to their
   stderr (``faulthandler``) and are stopped.
-* However the caller leaves (an error, Ctrl-C, a test's timeout), no rank outlives it.
+* However the caller leaves (an error, Ctrl-C, a test's timeout, even SIGKILL), no rank outlives
+  it: each rank holds the launcher's lifeline and exits the moment it ends.
 
 Threads: each rank gets ``threads`` intra-op threads (default: the cores divided among the ranks,
 at least 1), as ``torchrun`` sets ``OMP_NUM_THREADS``; and OpenMP threads wait passively
@@ -27,6 +32,7 @@ at least 1), as ``torchrun`` sets ``OMP_NUM_THREADS``; and OpenMP threads wait p
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import os
 import pickle
@@ -34,11 +40,17 @@ import signal
 import socket
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import torch.multiprocessing as mp
 
-_POLL_SECONDS = 0.2
+from unigraph.procs import (
+    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, send_message, stop_processes, wait_any)
+
+SETTLE_SECONDS = 0.5   # after the first failure, how long the other ranks may still report theirs
+# What a rank's error says when it only lost a peer (gloo, NCCL, the rendezvous store): a consequence.
+PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+             "communicator was aborted")
 
 
 class LaunchError(RuntimeError):
@@ -67,7 +79,8 @@ def _environment(values: dict[str, str]):
                 os.environ[key] = value
 
 
-def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, results) -> None:
+def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, channel, lifeline) -> None:
+    exit_with_parent(lifeline, exit_code=1)
     os.environ.update(RANK=str(local_rank), LOCAL_RANK=str(local_rank))
     if hasattr(signal, "SIGUSR1"):  # the launcher asks for every thread's stack before it stops a stuck job
         faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -75,12 +88,29 @@ def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, res
     torch.set_num_threads(threads)
     try:
         value = target(*args)
+        # plain pickle bytes: a tensor sent as a torch shared-memory handle would vanish with this rank
+        message = pickle.dumps(("result", local_rank, time.time(), value))
     except BaseException:
-        results.put(("error", local_rank, time.time(), traceback.format_exc()))
-        raise
-    # Plain pickle bytes: a tensor sent through a torch queue would live in this process's shared
-    # memory, which vanishes when this rank exits, possibly before the caller reads it.
-    results.put(("result", local_rank, time.time(), pickle.dumps(value)))
+        send_message(channel, pickle.dumps(("error", local_rank, time.time(), traceback.format_exc())))
+        raise   # (after reporting: the launcher acts on the report, not on this process's exit)
+    send_message(channel, message)
+
+
+@dataclasses.dataclass(order=True)
+class _Failure:
+    consequence: bool   # the error only says that a peer vanished
+    when: float         # wall-clock time of the error (the rank's) or of the exit (seen by the launcher)
+    rank: int
+    how: str            # "raised an exception", "was killed by signal 9 (SIGKILL)", ...
+    text: str = ""      # the traceback, if any
+
+    def traceback(self) -> str:
+        return f"\n{self.text.rstrip()}" if self.text else ""
+
+
+def _error_failure(rank: int, when: float, text: str) -> _Failure:
+    tail = text.strip().splitlines()[-1].lower() if text.strip() else ""
+    return _Failure(any(pattern in tail for pattern in PEER_LOST), when, rank, "raised an exception", text)
 
 
 def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 600.0, threads: int | None = None,
@@ -88,9 +118,11 @@ def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 6
     """Run ``target(*args)`` in ``nproc`` ranks; return their return values, in rank order.
 
     ``target`` must be importable by name (a module-level function) and its arguments picklable.
-    ``env`` adds environment variables for the ranks. Raises :class:`LaunchError` when a rank
-    fails or ``timeout`` seconds pass (the stuck ranks first print every thread's stack to their
-    stderr). However the caller leaves (an error, Ctrl-C, a test timeout), no rank outlives it.
+    ``env`` adds environment variables for the ranks. Raises :class:`LaunchError` within about a
+    second of the first failure of any rank, naming that rank and how it failed (traceback, exit
+    code or signal), or when ``timeout`` seconds pass (the stuck ranks first print every thread's
+    stack to their stderr). However the caller leaves (an error, Ctrl-C, a test timeout, SIGKILL),
+    no rank outlives it.
     """
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc must be an int >= 1, got {nproc!r}")
@@ -102,70 +134,113 @@ def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 6
                  "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": str(threads),
                  "NUMBA_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                  **(env or {})}
-    results = mp.get_context("spawn").SimpleQueue()
-    with _environment(variables):
-        context = mp.start_processes(_rank_main, args=(target, args, threads, results), nprocs=nproc,
-                                     join=False, start_method="spawn")
-    values: dict[int, Any] = {}
-    errors: list[tuple[float, int, str]] = []
-
-    def drain() -> None:
-        while not results.empty():
-            kind, rank, when, payload = results.get()
-            if kind == "result":
-                values[rank] = pickle.loads(payload)  # from our own ranks
-            else:
-                errors.append((when, rank, payload))
-
-    deadline = time.monotonic() + timeout
+    job = _Job(mp.get_context("spawn"), nproc)
     try:
-        while True:
-            drain()
-            if context.join(timeout=_POLL_SECONDS, grace_period=2.0):
-                break
-            if time.monotonic() > deadline:
-                stuck = [rank for rank, process in enumerate(context.processes) if process.is_alive()]
-                _stop(context, dump_stacks=True)
-                drain()
-                raise LaunchError(f"the job did not finish within timeout={timeout}s; ranks {stuck} were still running "
-                                  "(their stacks are on stderr) and all ranks were stopped" + _format_errors(errors))
-    except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
-        drain()
-        if not errors:  # died without a Python error (signal, os._exit)
-            raise LaunchError(f"rank {failure.error_index} failed: {failure}; the other ranks were stopped") from None
-        raise LaunchError(_format_errors(errors, first=True)) from None
+        with _environment(variables):
+            job.start(target, args, threads)
+        return job.wait(timeout)
     finally:
-        _stop(context)  # a no-op after a clean finish; otherwise no rank outlives the caller
-    drain()
-    missing = sorted(set(range(nproc)) - set(values))
-    if missing:
-        raise LaunchError(f"ranks {missing} exited without returning a result")
-    return [values[rank] for rank in range(nproc)]
+        job.stop()   # a no-op after a clean finish; otherwise no rank outlives the caller
 
 
-def _stop(context, dump_stacks: bool = False) -> None:
-    alive = [process for process in context.processes if process.is_alive()]
-    if dump_stacks and alive and hasattr(signal, "SIGUSR1"):
-        for process in alive:
-            os.kill(process.pid, signal.SIGUSR1)
-        time.sleep(1.0)
-    for process in alive:
-        process.terminate()
-    for process in alive:
-        process.join(timeout=5.0)
-        if process.is_alive():
-            process.kill()
-            process.join()
+class _Job:
+    """The ranks of one :func:`launch`, their channels, and what they reported."""
 
+    def __init__(self, context, nproc: int):
+        self.context = context
+        self.nproc = nproc
+        self.lifeline = Lifeline(context)
+        self.processes: list = []
+        self.channels: list[Channel] = []
+        self.results: dict[int, Any] = {}
+        self.failures: dict[int, _Failure] = {}
+        self.exited: set[int] = set()
 
-def _format_errors(errors: list[tuple[float, int, str]], first: bool = False) -> str:
-    if not errors:
-        return ""
-    errors = sorted(errors)
-    lines = []
-    if first:
-        lines.append(f"rank {errors[0][1]} failed first; the other ranks were stopped. Its error:\n{errors[0][2]}")
-        errors = errors[1:]
-    for _, rank, text in errors:
-        lines.append(f"rank {rank} failed after that:\n{text}" if first else f"rank {rank} failed:\n{text}")
-    return ("" if first else "\n") + "\n".join(lines)
+    def start(self, target: Callable, args: tuple, threads: int) -> None:
+        for rank in range(self.nproc):
+            ours, theirs = self.context.Pipe(duplex=True)
+            process = self.context.Process(target=_rank_main, name=f"unigraph-rank-{rank}",
+                                           args=(rank, target, args, threads, theirs, self.lifeline.child_end))
+            try:
+                process.start()
+            except BaseException:
+                ours.close()
+                raise
+            finally:
+                theirs.close()
+            self.processes.append(process)
+            self.channels.append(Channel(ours))
+        self.lifeline.started()
+
+    def wait(self, timeout: float) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        first_failure = None
+        while len(self.exited) < self.nproc:
+            now = time.monotonic()
+            if first_failure is None and self.failures:
+                first_failure = now
+            if first_failure is not None and now - first_failure >= SETTLE_SECONDS:
+                break
+            if now >= deadline:
+                self._time_out(timeout)
+            limit = deadline if first_failure is None else min(deadline, first_failure + SETTLE_SECONDS)
+            self._poll(limit - now)
+        if self.failures:
+            self.stop()
+            raise LaunchError(self._failure_report())
+        return [self.results[rank] for rank in range(self.nproc)]
+
+    def _poll(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for news from any rank, and take it in."""
+        running = [rank for rank in range(self.nproc) if rank not in self.exited]
+        readable, ended = wait_any(self.channels, [self.processes[rank] for rank in running], seconds)
+        for channel in readable:
+            self._receive(self.channels.index(channel))
+        for rank in (running[index] for index in ended):
+            self._receive(rank)   # everything it wrote before it exited
+            self.exited.add(rank)
+            code = exit_code_of(self.processes[rank])
+            if rank in self.failures:
+                continue
+            if code != 0:
+                self.failures[rank] = _Failure(False, time.time(), rank, describe_exit(code) +
+                                               ("" if rank in self.results else " without raising a Python error"))
+            elif rank not in self.results:
+                self.failures[rank] = _Failure(False, time.time(), rank, "exited (code 0) without returning a result")
+
+    def _receive(self, rank: int) -> None:
+        for message in self.channels[rank].receive():
+            kind, _, when, payload = pickle.loads(message)   # from our own ranks
+            if kind == "result":
+                self.results[rank] = payload
+            else:
+                self.failures[rank] = _error_failure(rank, when, payload)
+
+    def _time_out(self, timeout: float) -> NoReturn:
+        stuck = [rank for rank in range(self.nproc) if rank not in self.exited]
+        alive = [self.processes[rank] for rank in stuck if self.processes[rank].is_alive()]
+        if alive and hasattr(signal, "SIGUSR1"):
+            for process in alive:
+                os.kill(process.pid, signal.SIGUSR1)
+            time.sleep(1.0)
+        self.stop()
+        message = (f"the job did not finish within timeout={timeout}s; ranks {stuck} were still running "
+                   "(their stacks are on stderr) and all ranks were stopped")
+        raise LaunchError(message + ("\n" + self._failure_report() if self.failures else ""))
+
+    def _failure_report(self) -> str:
+        first, *others = sorted(self.failures.values())
+        lines = [f"rank {first.rank} failed first: it {first.how}; the other ranks were stopped.{first.traceback()}"]
+        for failure in others:
+            cause = " (it lost a peer: a consequence, not a cause)" if failure.consequence else ""
+            lines.append(f"rank {failure.rank} failed after that{cause}: it {failure.how}.{failure.traceback()}")
+        return "\n".join(lines)
+
+    def stop(self) -> None:
+        """Stop every rank at once and reap them. Cutting the lifeline makes a running rank exit;
+        one already in the interpreter's teardown (after its error) cannot run the lifeline's
+        thread any more, and is terminated after a short grace."""
+        self.lifeline.cut()
+        for channel in self.channels:
+            channel.close()
+        stop_processes(self.processes, grace=0.3)

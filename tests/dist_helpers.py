@@ -1,0 +1,43 @@
+"""A rank that fails on purpose, for the data-parallel fault tests: run by
+:func:`unigraph.train.launch` (importable by name) and by ``torchrun`` (as a script)."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from unigraph.train.distributed import init_distributed, shutdown
+
+FAIL_AT_STEP = 3
+
+
+def faulty_rank(mode: str, victim: int, folder: str) -> int:
+    """All-reduces in a loop; at step 3 rank ``victim`` fails as ``mode`` says ("raise",
+    "sigkill", "exit" = ``os._exit(3)``), after writing the time to ``folder/failed_at``. Each rank
+    writes its pid to ``folder/rank<r>.pid``. The ``finally: shutdown()`` is the pattern that
+    used to stall the job: a barrier on the failed rank while the others wait in an all-reduce."""
+    context = init_distributed(timeout=120)   # far longer than the tests allow: nobody may wait for it
+    (Path(folder) / f"rank{context.rank}.pid").write_text(str(os.getpid()))
+    try:
+        for step in range(1000):
+            if context.rank == int(victim) and step == FAIL_AT_STEP:
+                (Path(folder) / "failed_at").write_text(repr(time.time()))
+                if mode == "raise":
+                    raise ValueError(f"rank {victim} failed on purpose at step {step}")
+                if mode == "sigkill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if mode == "exit":
+                    os._exit(3)
+            dist.all_reduce(torch.ones(4))
+        return context.rank
+    finally:
+        shutdown()
+
+
+if __name__ == "__main__":   # under torchrun: python -m torch.distributed.run ... dist_helpers.py MODE VICTIM FOLDER
+    faulty_rank(sys.argv[1], int(sys.argv[2]), sys.argv[3])

@@ -1,0 +1,76 @@
+"""Data parallelism under real faults: a rank that raises, is SIGKILLed or calls ``os._exit(3)``
+in the middle of the collectives, in 2- and 3-rank gloo jobs started by :func:`unigraph.train.launch`
+and by ``torchrun``. The job must end within seconds of the first failure (not after the 120 s
+collective timeout the ranks were given) and name the rank that failed first and how."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dist_helpers import faulty_rank
+from proc_helpers import kill_all, needs_proc, wait_gone
+from unigraph.train import LaunchError, launch
+
+# how the report must say the victim failed
+HOW = {"raise": "raised an exception; the other ranks were stopped.\nTraceback",
+       "sigkill": "was killed by signal 9 (SIGKILL",
+       "exit": "exited with code 3 without raising a Python error"}
+
+
+def _rank_pids(folder: Path) -> list[int]:
+    return [int(path.read_text()) for path in folder.glob("rank*.pid")]
+
+
+@needs_proc
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("nproc, victim, mode", [
+    (2, 1, "raise"), (2, 1, "sigkill"), (2, 1, "exit"),
+    (3, 0, "sigkill"),   # rank 0 also hosts the rendezvous store
+    pytest.param(3, 2, "raise", marks=pytest.mark.slow), pytest.param(3, 1, "exit", marks=pytest.mark.slow)])
+def test_the_job_ends_within_seconds_of_a_failure_and_names_the_rank_that_failed_first(tmp_path, nproc, victim, mode):
+    try:
+        with pytest.raises(LaunchError) as failure:
+            launch(faulty_rank, nproc, args=(mode, victim, str(tmp_path)), timeout=150)
+        ended = time.time() - float((tmp_path / "failed_at").read_text())
+        message = str(failure.value)
+        print(f"{nproc} ranks, rank {victim} {mode}: the job ended {ended:.2f}s after the failure")
+        assert message.startswith(f"rank {victim} failed first: it "), message[:2000]
+        assert HOW[mode] in message.split("\nrank ")[0], message[:2000]
+        if mode == "raise":
+            assert f"ValueError: rank {victim} failed on purpose at step 3" in message
+        assert message.count("failed first") == 1
+        assert ended < 10, f"the job ended {ended:.1f}s after the failure"
+        assert len(_rank_pids(tmp_path)) == nproc
+        wait_gone(_rank_pids(tmp_path), within=1)   # launch stopped every rank before it raised
+    finally:
+        kill_all(_rank_pids(tmp_path))
+
+
+@needs_proc
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("mode", ["raise", pytest.param("sigkill", marks=pytest.mark.slow)])
+def test_under_torchrun_a_failing_rank_leaves_at_once_and_torchrun_names_it(tmp_path, mode):
+    """What we guarantee under torchrun: the failing rank leaves at once (no barrier on the way out),
+    so torchrun's agent sees it fail, stops the other ranks and names it as the root cause."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "--monitor-interval", "0.1", str(Path(__file__).with_name("dist_helpers.py")), mode, "1", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    agent = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                             start_new_session=True)
+    try:
+        output, _ = agent.communicate(timeout=200)
+        ended = time.time() - float((tmp_path / "failed_at").read_text())
+        print(f"torchrun, rank 1 {mode}: the job ended {ended:.2f}s after the failure")
+        assert agent.returncode != 0
+        root_cause = output[output.index("Root Cause (first observed failure)"):]
+        assert "rank      : 1 (local_rank: 1)" in root_cause, output[-3000:]
+        assert ("exitcode  : 1 " if mode == "raise" else "exitcode  : -9 ") in root_cause, output[-3000:]
+        assert ended < 30, f"torchrun ended {ended:.1f}s after the failure"
+        wait_gone(_rank_pids(tmp_path), within=5)
+    finally:
+        kill_all([agent.pid, *_rank_pids(tmp_path)])
