@@ -27,9 +27,33 @@ FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 SERIAL_WORK = 65_536
 
 
+_pool_started = False
+
+
+def start_numba_threads() -> None:
+    """Start numba's thread pool (once per process) without touching torch's thread count.
+
+    numba starts its pool on first use (the first parallel kernel, or any ``numba.get_num_threads``
+    / ``set_num_threads``), and its OpenMP layer then sets the calling thread's OpenMP thread count
+    to ``NUMBA_NUM_THREADS``. That count is torch's intra-op thread count too: a user who set
+    ``torch.set_num_threads(1)`` found 2 after the first sampled batch (and a 5x slower loop).
+    Every path into numba kernels calls this first; it puts torch's count back."""
+    global _pool_started
+    if _pool_started:
+        return
+    import numba
+    import torch
+    before = torch.get_num_threads()
+    numba.get_num_threads()   # starts the pool
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+    _pool_started = True
+
+
 @contextlib.contextmanager
 def threads_for(work: int) -> Iterator[None]:
     """Run the enclosed kernel calls single-threaded when ``work`` is small."""
+    start_numba_threads()
     if work >= SERIAL_WORK:
         yield
         return

@@ -11,7 +11,7 @@ import functools
 import numpy as np
 import torch
 
-from unigraph.kernels.cpu import numba_status
+from unigraph.kernels.cpu import numba_status, start_numba_threads
 from unigraph.sampling import torch_kernels
 from unigraph.sampling.batch import block_from_expanded_csr
 
@@ -59,6 +59,7 @@ class NumbaKernels:
     @staticmethod
     def sample_hops(ptr, indices, eids, seeds, fanouts, replace, keys, local_id, return_eids, num_threads=1):
         import numba  # noqa: PLC0415 - numba is optional
+        start_numba_threads()   # before numba.get_num_threads(), which would start it and change torch's count
         previous = numba.get_num_threads()
         numba.set_num_threads(min(num_threads or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS))
         try:  # numba's thread count is per calling thread: set for this call only
@@ -85,10 +86,12 @@ class NumbaKernels:
 
     @staticmethod
     def mark_seeds(local_id, seeds) -> bool:
+        start_numba_threads()
         from unigraph.kernels import sampling  # noqa: PLC0415
         return bool(sampling.mark_seeds(local_id.numpy(), seeds.numpy()))
 
     @staticmethod
     def unmark(local_id, nodes) -> None:
+        start_numba_threads()
         from unigraph.kernels import sampling  # noqa: PLC0415
         sampling.unmark(local_id.numpy(), nodes.numpy())

@@ -111,17 +111,23 @@ def describe(spec: JobSpec, dataset: NodeDataset) -> str:
 
 
 def run_job(spec: JobSpec) -> dict:
-    """Train as ``spec`` says in this process (one rank of the job); returns a summary dict."""
+    """Train as ``spec`` says in this process (one rank of the job); returns a summary dict.
+    ``spec.threads`` applies while the job runs; the caller's thread count is restored after."""
+    threads = torch.get_num_threads()
     if spec.threads is not None:
         torch.set_num_threads(spec.threads)
     unigraph.set_backend(spec.backend)
     distributed = launched_by_environment()
-    context = init_distributed(timeout=spec.train.timeout) if distributed else None
     try:
-        summary = _train(spec, context)  # the trainer (DDP, pipeline stages) is gone when it returns
+        context = init_distributed(timeout=spec.train.timeout) if distributed else None
+        try:
+            summary = _train(spec, context)  # the trainer (DDP, pipeline stages) is gone when it returns
+        finally:
+            if distributed:
+                shutdown()  # after an error: nothing, no barrier (see its docstring)
     finally:
-        if distributed:
-            shutdown()
+        if spec.threads is not None:
+            torch.set_num_threads(threads)
     return {"rank": context.rank if context else 0, **summary}
 
 
