@@ -41,16 +41,17 @@ BALLAST_BYTES = 8 << 20  # far more than a socket buffer holds (about 200 KB on 
 class BigBatchSampler(NeighborSampler):
     """Every batch carries 8 MB of ballast: a worker that sends one blocks in the middle of the
     write until the caller reads (the state in which the OOM killer used to hang the caller).
-    Batches other than the one holding node 0 wait until the file ``gate`` exists, so that the
-    caller can stop reading first."""
+    With a ``gate`` file name, batches other than the one holding node 0 wait until that file
+    exists, so that the caller can stop reading first."""
 
-    def __init__(self, fanouts, *, gate: str):
+    def __init__(self, fanouts, *, gate: str | None = None):
         super().__init__(fanouts)
         self.gate = gate
 
     def sample(self, graph, seeds, *, key=None):
         deadline = time.monotonic() + 60
-        while 0 not in seeds.tolist() and not os.path.exists(self.gate) and time.monotonic() < deadline:
+        while (self.gate is not None and 0 not in seeds.tolist() and not os.path.exists(self.gate)
+               and time.monotonic() < deadline):
             time.sleep(0.01)
         batch = super().sample(graph, seeds, key=key)
         batch.ballast = torch.ones(BALLAST_BYTES // 4)
@@ -66,16 +67,24 @@ class SlowSampler(NeighborSampler):
         return super().sample(graph, seeds, key=key)
 
 
-def serve_forever() -> None:
+def serve_forever(kind: str) -> None:
     """The main program of the signal tests (run in a subprocess, ``tests`` on ``sys.path``): two
-    spawned workers, their pids printed as a JSON line, then epochs until a signal arrives. On
-    Ctrl-C it prints the monotonic time the ``KeyboardInterrupt`` reached it, then lets it end the
-    program."""
+    spawned workers, their pids printed as a JSON line, then until a signal arrives:
+
+    * ``"waiting"``: epochs of slow batches (the caller waits for batches, the workers compute).
+      On Ctrl-C it prints the monotonic time the ``KeyboardInterrupt`` reached it, then lets it
+      end the program.
+    * ``"stalled"``: the caller stops reading after one batch while the workers send 8 MB
+      batches: they stay blocked in the middle of a write.
+    """
     graph = rmat(200, 2000, seed=1)
-    loader = NodeLoader(graph, torch.arange(200), SlowSampler([2]), batch_size=16, num_workers=2, timeout=120)
+    sampler = SlowSampler([2]) if kind == "waiting" else BigBatchSampler([2])
+    loader = NodeLoader(graph, torch.arange(200), sampler, batch_size=16, num_workers=2, timeout=120)
     batches = iter(loader)
     next(batches)
     print(json.dumps({"pid": os.getpid(), "workers": loader.worker_pids}), flush=True)
+    if kind == "stalled":
+        time.sleep(600)
     try:
         while True:
             for _ in batches:

@@ -91,10 +91,10 @@ def test_a_worker_killed_in_the_middle_of_writing_a_batch_is_reported_at_once(tm
         kill_all(pids)
 
 
-def _start_serving(**popen) -> tuple[subprocess.Popen, dict]:
-    """A subprocess running ``loader_helpers.serve_forever`` (2 spawned workers); its JSON line."""
+def _start_serving(kind: str, **popen) -> tuple[subprocess.Popen, dict]:
+    """A subprocess running ``loader_helpers.serve_forever(kind)`` (2 spawned workers); its JSON line."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    process = subprocess.Popen([sys.executable, "-c", "import loader_helpers; loader_helpers.serve_forever()"],
+    process = subprocess.Popen([sys.executable, "-c", f"import loader_helpers; loader_helpers.serve_forever({kind!r})"],
                                stdout=subprocess.PIPE, text=True, env=env, **popen)
     line = process.stdout.readline()
     if not line:
@@ -106,7 +106,7 @@ def _start_serving(**popen) -> tuple[subprocess.Popen, dict]:
 @needs_proc
 @pytest.mark.timeout(180)
 def test_workers_exit_when_the_caller_is_killed_and_leave_nothing_in_dev_shm():
-    process, started = _start_serving()
+    process, started = _start_serving("stalled")   # the workers are blocked in the middle of writing batches
     children = children_of(process.pid)   # the two workers and the resource tracker that spawn starts
     try:
         assert set(started["workers"]) <= set(children)
@@ -125,7 +125,7 @@ def test_workers_exit_when_the_caller_is_killed_and_leave_nothing_in_dev_shm():
 @needs_proc
 @pytest.mark.timeout(180)
 def test_ctrl_c_interrupts_the_caller_at_once_and_stops_the_workers():
-    process, started = _start_serving(start_new_session=True)   # its own process group, like a terminal's job
+    process, started = _start_serving("waiting", start_new_session=True)   # its own group, like a terminal's job
     children = children_of(process.pid)
     try:
         time.sleep(1.0)                                         # in the middle of an epoch

@@ -214,10 +214,14 @@ class WorkerPool:
             sending = any(channel.sending for channel in self._channels)
             readable, ended = wait_any(self._channels, self._processes,
                                        min(remaining, _FLUSH_SECONDS) if sending else remaining)
+            if ended:   # at once, without reading the others' batches: only what the dead sent (was it mid-batch?)
+                for worker_id in ended:
+                    self._channels[worker_id].receive()
+                raise self._fail(self._dead_workers(ended, when))
             for channel in readable:
                 worker_id = self._channels.index(channel)
                 self._inbox.extend((worker_id, pickle.loads(m)) for m in channel.receive())  # from our workers
-            if ended or any(channel.closed for channel in self._channels):
+            if any(channel.closed for channel in self._channels):   # gone, though its exit status lags
                 raise self._fail(self._dead_workers(ended, when))
         return self._inbox.popleft()
 
