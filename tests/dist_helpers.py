@@ -39,5 +39,15 @@ def faulty_rank(mode: str, victim: int, folder: str) -> int:
         shutdown()
 
 
+def waiting_rank(folder: str) -> None:
+    """Joins the job, writes its pid to ``folder/rank<r>.pid`` and waits in a collective that never
+    completes (rank 0 sleeps instead): only the end of its launcher can end it."""
+    context = init_distributed(timeout=600)
+    (Path(folder) / f"rank{context.rank}.pid").write_text(str(os.getpid()))
+    if context.rank == 0:
+        time.sleep(600)
+    dist.all_reduce(torch.ones(1))
+
+
 if __name__ == "__main__":   # under torchrun: python -m torch.distributed.run ... dist_helpers.py MODE VICTIM FOLDER
     faulty_rank(sys.argv[1], int(sys.argv[2]), sys.argv[3])

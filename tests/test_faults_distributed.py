@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dist_helpers import faulty_rank
-from proc_helpers import kill_all, needs_proc, wait_gone
+from proc_helpers import children_of, kill_all, needs_proc, wait_gone
 from unigraph.train import LaunchError, launch
 
 # how the report must say the victim failed
@@ -74,3 +74,27 @@ def test_under_torchrun_a_failing_rank_leaves_at_once_and_torchrun_names_it(tmp_
         wait_gone(_rank_pids(tmp_path), within=5)
     finally:
         kill_all([agent.pid, *_rank_pids(tmp_path)])
+
+
+@needs_proc
+@pytest.mark.timeout(180)
+def test_no_rank_outlives_a_launcher_that_is_killed(tmp_path):
+    """The caller of launch() is SIGKILLed (no clean-up runs in it): its ranks, one sleeping and
+    one waiting in a collective, exit at once (they hold its lifeline)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    program = f"import dist_helpers; from unigraph.train import launch; launch(dist_helpers.waiting_rank, 2, args=({str(tmp_path)!r},))"
+    caller = subprocess.Popen([sys.executable, "-c", program], env=env)
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + 150
+        while len(_rank_pids(tmp_path)) < 2 and time.monotonic() < deadline and caller.poll() is None:
+            time.sleep(0.05)
+        ranks = children_of(caller.pid)
+        assert len(_rank_pids(tmp_path)) == 2 and set(_rank_pids(tmp_path)) <= set(ranks), "the ranks did not start"
+        caller.kill()
+        caller.wait(timeout=10)
+        seconds = wait_gone(ranks, within=10)
+        print(f"ranks gone {seconds:.2f}s after their launcher's SIGKILL")
+        assert seconds < 5
+    finally:
+        kill_all([caller.pid, *ranks, *_rank_pids(tmp_path)])
