@@ -82,7 +82,8 @@ def test_no_rank_outlives_a_launcher_that_is_killed(tmp_path):
     """The caller of launch() is SIGKILLed (no clean-up runs in it): its ranks, one sleeping and
     one waiting in a collective, exit at once (they hold its lifeline)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
-    program = f"import dist_helpers; from unigraph.train import launch; launch(dist_helpers.waiting_rank, 2, args=({str(tmp_path)!r},))"
+    program = ("import dist_helpers; from unigraph.train import launch; "
+               f"launch(dist_helpers.waiting_rank, 2, args=({str(tmp_path)!r},))")
     caller = subprocess.Popen([sys.executable, "-c", program], env=env)
     ranks: list[int] = []
     try:

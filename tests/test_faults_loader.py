@@ -3,13 +3,11 @@ caller SIGKILLed, Ctrl-C. Each fault is made with real processes and signals; ev
 its time and kills whatever it started, even when it fails."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 import torch
 
 from loader_helpers import BALLAST_BYTES, BigBatchSampler
-from proc_helpers import children_of, is_gone, kill_all, needs_proc, shm_files, wait_gone
+from proc_helpers import children_of, kill_all, needs_proc, shm_files, wait_gone
 from unigraph.data import rmat
 from unigraph.sampling import NodeLoader, WorkerError
 
@@ -25,6 +23,8 @@ TESTS = Path(__file__).parent
 
 
 def _pending_bytes(fd: int) -> int:
+    import fcntl
+    import termios
     count = bytearray(4)
     fcntl.ioctl(fd, termios.FIONREAD, count)
     return int.from_bytes(count, sys.byteorder)
@@ -70,7 +70,8 @@ def test_a_worker_killed_in_the_middle_of_writing_a_batch_is_reported_at_once(tm
                 next(batches)
             detected = time.monotonic() - began
             message = str(failure.value)
-            assert f"sampling worker {victim} (pid {pid}) died unexpectedly: it was killed by signal 9 (SIGKILL" in message
+            assert (f"sampling worker {victim} (pid {pid}) died unexpectedly: it was killed by signal 9 (SIGKILL"
+                    in message)
             assert "died in the middle of sending one" in message and "the pool was shut down" in message
             assert detected < 5, f"the dead worker was noticed after {detected:.1f}s"
             assert loader.worker_pids == []

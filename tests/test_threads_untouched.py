@@ -17,7 +17,8 @@ TESTS = Path(__file__).parent
 def _run(first: str, rest: str) -> subprocess.Popen:
     """``thread_checks.py`` in a fresh process (numba's pool starts once per process). numba gets 3
     threads, so that a reset of torch's count to numba's shows on any machine."""
-    env = dict(os.environ, NUMBA_NUM_THREADS="3", PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, NUMBA_NUM_THREADS="3",
+               PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     env.pop("OMP_NUM_THREADS", None)
     return subprocess.Popen([sys.executable, str(TESTS / "thread_checks.py"), first, rest],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

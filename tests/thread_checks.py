@@ -110,7 +110,8 @@ CALLS = {
     "sample_numba": sample_numba, "sample_torch": sample_torch, "big_gspmm_numba": big_gspmm_numba,
     "every_op_on_every_cpu_backend": every_op_on_every_cpu_backend, "loader_0_workers": lambda: loader(0),
     "loader_2_workers": lambda: loader(2), "trainer_epoch_blocks": lambda: trainer_epoch(False),
-    "trainer_epoch_full_graph": lambda: trainer_epoch(True), "train_job_with_its_own_threads": train_job_with_its_own_threads,
+    "trainer_epoch_full_graph": lambda: trainer_epoch(True),
+    "train_job_with_its_own_threads": train_job_with_its_own_threads,
 }
 
 

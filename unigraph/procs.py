@@ -170,6 +170,21 @@ class Lifeline:
         self._parent_end.close()
 
 
+def start_child(context, target, args: tuple, *, name: str, lifeline: Lifeline, daemon: bool) -> tuple:
+    """Start ``target(*args, channel, lifeline)`` in a new process of ``context`` (a multiprocessing
+    context) with a channel of its own; returns the process and this process's :class:`Channel`."""
+    ours, theirs = context.Pipe(duplex=True)
+    process = context.Process(target=target, name=name, daemon=daemon, args=(*args, theirs, lifeline.child_end))
+    try:
+        process.start()
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()   # the child has its own copy; ours would keep its end open after it died
+    return process, Channel(ours)
+
+
 def stop_processes(processes: list, grace: float = 1.0) -> None:
     """Wait up to ``grace`` seconds in all for ``processes`` to end (their lifeline was cut or they
     were asked to stop), then terminate (SIGTERM) and kill (SIGKILL) whatever is left."""

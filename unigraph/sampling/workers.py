@@ -54,8 +54,8 @@ import torch.multiprocessing as mp
 
 from unigraph.kernels.cpu import numba_status
 from unigraph.procs import (
-    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, receive_message, send_message, stop_processes,
-    wait_any)
+    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, receive_message, send_message, start_child,
+    stop_processes, wait_any)
 
 START_METHODS = ("spawn", "forkserver")
 _FLUSH_SECONDS = 0.01   # how often to retry a task that did not fit in a worker's buffer
@@ -153,18 +153,10 @@ class WorkerPool:
         # registered first: whatever happens below, these processes are stopped with the pool
         self._finalizer = weakref.finalize(self, _shutdown, lifeline, self._processes, self._channels)
         for worker_id in range(self.num_workers):
-            ours, theirs = self._ctx.Pipe(duplex=True)
-            process = self._ctx.Process(target=_worker_main, name=f"unigraph-sampler-{worker_id}", daemon=True,
-                                        args=(worker_id, self._make_batch, self._context, theirs, lifeline.child_end))
-            try:
-                process.start()
-            except BaseException:
-                ours.close()
-                raise
-            finally:
-                theirs.close()
+            process, channel = start_child(self._ctx, _worker_main, (worker_id, self._make_batch, self._context),
+                                           name=f"unigraph-sampler-{worker_id}", lifeline=lifeline, daemon=True)
             self._processes.append(process)
-            self._channels.append(Channel(ours))
+            self._channels.append(channel)
         lifeline.started()
         deadline, ready = time.monotonic() + self.start_timeout, 0
         while ready < self.num_workers:   # start-up (imports) is timed apart from the batches
@@ -227,15 +219,15 @@ class WorkerPool:
 
     def run(self, tasks: list[tuple[Any, int]]):
         """Yield ``make_batch`` of every task, in order. Raises :class:`WorkerError` on failure."""
-        self.start()
         self._epoch += 1
         epoch = self._epoch
-        for held in self._in_flight:
-            held.clear()
         in_flight_limit = self.prefetch * self.num_workers
         sent = 0
         done: dict[int, Any] = {}
         try:
+            self.start()   # (inside: a Ctrl-C while the workers start stops them too)
+            for held in self._in_flight:
+                held.clear()
             for index in range(len(tasks)):
                 while sent < len(tasks) and sent - index < in_flight_limit:
                     items, key = tasks[sent]

@@ -45,7 +45,8 @@ from typing import Any, Callable, NoReturn
 import torch.multiprocessing as mp
 
 from unigraph.procs import (
-    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, send_message, stop_processes, wait_any)
+    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, send_message, start_child, stop_processes,
+    wait_any)
 
 SETTLE_SECONDS = 0.5   # after the first failure, how long the other ranks may still report theirs
 # What a rank's error says when it only lost a peer (gloo, NCCL, the rendezvous store): a consequence.
@@ -157,19 +158,11 @@ class _Job:
         self.exited: set[int] = set()
 
     def start(self, target: Callable, args: tuple, threads: int) -> None:
-        for rank in range(self.nproc):
-            ours, theirs = self.context.Pipe(duplex=True)
-            process = self.context.Process(target=_rank_main, name=f"unigraph-rank-{rank}",
-                                           args=(rank, target, args, threads, theirs, self.lifeline.child_end))
-            try:
-                process.start()
-            except BaseException:
-                ours.close()
-                raise
-            finally:
-                theirs.close()
+        for rank in range(self.nproc):   # not daemons: a rank may start sampling workers of its own
+            process, channel = start_child(self.context, _rank_main, (rank, target, args, threads),
+                                           name=f"unigraph-rank-{rank}", lifeline=self.lifeline, daemon=False)
             self.processes.append(process)
-            self.channels.append(Channel(ours))
+            self.channels.append(channel)
         self.lifeline.started()
 
     def wait(self, timeout: float) -> list[Any]:
