@@ -35,7 +35,7 @@ def test_json_has_every_case_with_auto_and_its_regret(quick_run):
     cases = {(c["op"], c["graph"], c["degree"], c["width"], c["mode"]): c for c in result["cases"]}
     assert set(cases) == expected and len(result["cases"]) == len(expected)
     backends = [n for n, b in registry.all_backends().items()
-                if registry.status_of(n).ok and getattr(b, "auto_candidate", True) and not getattr(b, "slow_on_cpu", 0)]
+                if registry.status_of(n).ok and b.contract.auto and not b.contract.interpreted_on_cpu]
     assert result["implementations"]["unigraph"] == backends
     for case in result["cases"]:
         assert set(backends) | {"auto"} <= set(case["timings_ms"]), case
