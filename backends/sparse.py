@@ -116,7 +116,8 @@ class SparseBackend(Backend):
         if g.num_edges == 0:
             out = messages.new_zeros((g.num_dst,) + tuple(messages.shape[1:]))
         elif reduce == "sum":  # accumulate half precision in float32
-            summed = torch.segment_reduce(messages.to(statistics_dtype(messages.dtype)), "sum", offsets=g.in_ptr, axis=0)
+            wide = messages.to(statistics_dtype(messages.dtype))
+            summed = torch.segment_reduce(wide, "sum", offsets=g.in_ptr, axis=0)
             out = summed.to(messages.dtype)
         else:
             out = torch.segment_reduce(messages, reduce, offsets=g.in_ptr, axis=0)

@@ -88,3 +88,13 @@ def positional(fn, present):
         it = iter(args)
         return fn(*[next(it) if p is not None else None for p in present])
     return call
+
+
+def assert_matches(out, expected, inputs, names, generator, what, equal_nan=False):
+    """``out`` equals ``expected`` in shape and value, and so do the gradients of
+    ``(out * upstream).sum()`` w.r.t. ``inputs`` (named ``names``) for a random ``upstream``."""
+    assert out.shape == expected.shape, f"{what}: shape {tuple(out.shape)} != {tuple(expected.shape)}"
+    assert_same(out, expected, f"forward ({what})", equal_nan=equal_nan)
+    upstream = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
+    for got, want, name in zip(grads_of(out, inputs, upstream), grads_of(expected, inputs, upstream), names):
+        assert_same(got, want, f"d{name} ({what})", equal_nan=equal_nan)

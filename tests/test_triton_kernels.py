@@ -452,3 +452,20 @@ def triton_config(**meta):
 def Autotuner(*args, **kwargs):  # noqa: N802 - Triton's class, imported on use (it imports triton)
     from triton.runtime.autotuner import Autotuner as TritonAutotuner
     return TritonAutotuner(*args, **kwargs)
+
+
+@pytest.mark.parametrize("backend", VARIANTS)
+def test_zero_width_features(backend):
+    g = hub_graph(False, num_nodes=3, degree=3).to(DEVICE)
+    u = torch.randn(3, 0, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(g.num_edges, 1, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    h = torch.randn(3, 2, 0, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    el = torch.randn(3, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    outs = [ops.gspmm(g, "u_mul_e", reduce, u, w, backend=backend) for reduce in ("sum", "max")]
+    outs += [ops.gsddmm(g, "add", u, u, "u", "v", backend=backend),
+             ops.edge_softmax(g, torch.zeros(g.num_edges, 0, dtype=torch.float64, device=DEVICE), backend=backend),
+             ops.gat_attention(g, h, el, el, backend=backend)]
+    assert [tuple(o.shape) for o in outs] == [(3, 0), (3, 0), (g.num_edges, 0), (g.num_edges, 0), (3, 2, 0)]
+    grads = torch.autograd.grad(sum(o.sum() for o in outs), (u, w, h, el), allow_unused=True)
+    for grad, leaf in zip(grads, (u, w, h, el)):
+        assert grad is None or (grad.shape == leaf.shape and not bool(grad.any()))

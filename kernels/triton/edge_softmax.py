@@ -22,7 +22,8 @@ from torch import Tensor
 
 from unigraph.kernels.triton.messages import csr_row
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, check_launchable, checked_grid, degree_bucket, feature_block, flat, needs_int64, tuning)
+    INTERPRETER_BLOCK_E, accumulator, check_launchable, checked_grid, degree_bucket, feature_block, flat, needs_int64,
+    tuning)
 
 CONFIGS = [
     triton.Config({"BLOCK_E": 16}, num_warps=2),

@@ -36,8 +36,8 @@ from torch import Tensor
 
 from unigraph.kernels.triton.messages import csr_row
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, checked_grid, degree_bucket, feature_block, needs_int64, pointer_or,
-    tuning)
+    INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, checked_grid, degree_bucket, feature_block,
+    needs_int64, pointer_or, tuning)
 from unigraph.kernels.triton.spmm_node import spmm_node
 
 # Heads per program: GAT uses 1-16; more are split over the grid.

@@ -8,7 +8,8 @@ where the target ``t(j)`` of edge ``j = (s, v)`` is ``s`` (u), ``v`` (v) or ``j`
 the program that owns its edge: no atomics, and the edge id order of the output is the COO order.
 
 ``dot`` reduces the last feature dimension ``D``; its kernel runs one program per (edge block,
-output column), both on grid axis 0 (the only one without CUDA's 65535 cap), and loops over ``D`` in chunks, so wide dot products (GAT's attention gradient
+output column), both on grid axis 0 (the only one without CUDA's 65535 cap), and loops over
+``D`` in chunks, so wide dot products (GAT's attention gradient
 ``<h_u, go_v>`` per head) never hold a ``[BLOCK_E, D]`` tile larger than ``BLOCK_D`` columns.
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width", "OP", "LHS_TARGET", "RHS_TARGET", "LHS_BROADCAST", "RHS_BROADCAST", "INDEX_64"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["width", "OP", "LHS_TARGET", "RHS_TARGET", "LHS_BROADCAST", "RHS_BROADCAST", "INDEX_64"])
 @triton.jit
 def sddmm_kernel(
     # pointers
@@ -62,7 +64,8 @@ def sddmm_kernel(
     tl.store(out_ptr + edges[:, None] * width + cols[None, :], out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["out_width", "depth", "LHS_TARGET", "RHS_TARGET", "LHS_BROADCAST", "RHS_BROADCAST", "INDEX_64"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["out_width", "depth", "LHS_TARGET", "RHS_TARGET", "LHS_BROADCAST", "RHS_BROADCAST", "INDEX_64"])
 @triton.jit
 def sddmm_dot_kernel(
     # pointers

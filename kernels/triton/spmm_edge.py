@@ -54,7 +54,8 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width", "OP", "REDUCE", "ARG_PASS", "U_BROADCAST", "E_BROADCAST", "INDEX_64"],
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["width", "OP", "REDUCE", "ARG_PASS", "U_BROADCAST", "E_BROADCAST", "INDEX_64"],
                  restore_value=RESTORE)
 @triton.jit
 def spmm_edge_kernel(

@@ -43,7 +43,8 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width", "degree_bucket", "OP", "REDUCE", "U_BROADCAST", "E_BROADCAST", "INDEX_64"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["width", "degree_bucket", "OP", "REDUCE", "U_BROADCAST", "E_BROADCAST", "INDEX_64"])
 @triton.jit
 def spmm_node_kernel(
     # pointers

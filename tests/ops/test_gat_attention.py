@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from graph_strategies import graphs
-from op_cases import SMALL, assert_same, cpu_test_backends, gat_inputs, grads_of
+from op_cases import SMALL, assert_matches, assert_same, cpu_test_backends, gat_inputs
 from reference import gat_ref
 import unigraph
 from unigraph import ops
@@ -27,12 +27,8 @@ def test_matches_reference(backend, with_edge_scores, with_mask, data):
     h, el, er, edge_scores, mask = gat_inputs(drawn, with_edge_scores, with_mask)
     out = ops.gat_attention(drawn.graph, h, el, er, slope, edge_scores=edge_scores, edge_mask=mask, backend=backend)
     expected = gat_ref(drawn.graph, h, el, er, edge_scores, slope, mask)
-    assert_same(out, expected, f"forward ({drawn.kind})")
-    upstream = torch.randn(expected.shape, generator=drawn.generator(), dtype=torch.float64)
-    inputs = (h, el, er, edge_scores)
-    for got, want, name in zip(grads_of(out, inputs, upstream), grads_of(expected, inputs, upstream),
-                               ("h", "el", "er", "edge_scores")):
-        assert_same(got, want, f"d{name} ({drawn.kind})")
+    assert_matches(out, expected, (h, el, er, edge_scores), ("h", "el", "er", "edge_scores"), drawn.generator(),
+                   drawn.kind)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -11,8 +11,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from graph_strategies import graphs
-from op_cases import (BINARY_SHAPES, COPY_SHAPES, GSPMM_OP_NAMES, REDUCE_NAMES, SMALL, assert_same, cpu_test_backends,
-                      features, grads_of, gspmm_inputs, positional)
+from op_cases import (BINARY_SHAPES, COPY_SHAPES, GSPMM_OP_NAMES, REDUCE_NAMES, SMALL, assert_matches, assert_same,
+                      cpu_test_backends, grads_of, gspmm_inputs, positional)
 from reference import gspmm_extreme_ref, gspmm_ref
 import unigraph
 from unigraph import backends as registry
@@ -32,11 +32,7 @@ def test_matches_reference(backend, op, reduce, data):
     u, e = gspmm_inputs(drawn, op, shapes)
     out = ops.gspmm(drawn.graph, op, reduce, u, e, backend=backend)
     expected = gspmm_ref(drawn.graph, op, reduce, u, e)
-    assert out.shape == expected.shape
-    assert_same(out, expected, f"forward ({drawn.kind})")
-    upstream = torch.randn(expected.shape, generator=drawn.generator(), dtype=torch.float64)
-    for got, want, name in zip(grads_of(out, (u, e), upstream), grads_of(expected, (u, e), upstream), "ue"):
-        assert_same(got, want, f"d{name} ({drawn.kind})")
+    assert_matches(out, expected, (u, e), "ue", drawn.generator(), drawn.kind)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -65,7 +61,8 @@ def _chain(num_nodes=5):
 def test_broadcasting_follows_dgl(backend):
     """DGL pads the shorter feature shape with 1s right after the row dimension."""
     g, gen = _chain(), torch.Generator().manual_seed(0)
-    u, e = torch.randn(5, 4, 4, generator=gen, dtype=torch.float64), torch.randn(6, 4, generator=gen, dtype=torch.float64)
+    u = torch.randn(5, 4, 4, generator=gen, dtype=torch.float64)
+    e = torch.randn(6, 4, generator=gen, dtype=torch.float64)
     out = ops.gspmm(g, "u_mul_e", "sum", u, e, backend=backend)  # e read as [E, 1, 4]
     expected = torch.zeros(5, 4, 4, dtype=torch.float64).index_add_(0, g.dst, u[g.src] * e.view(6, 1, 4))
     assert_same(out, expected, "u[N,4,4] * e[E,4]")
@@ -110,14 +107,11 @@ def test_extremes_with_nan_and_infinities(backend, op, reduce, data):
                          dtype=torch.float64).reshape(g.num_edges, 1).requires_grad_(True)
     out = ops.gspmm(g, op, reduce, u, e, backend=backend)
     expected = gspmm_extreme_ref(g, op, reduce, u, e)
-    assert_same(out, expected, f"forward ({drawn.kind})", equal_nan=True)
+    assert_matches(out, expected, (u, e), "ue", drawn.generator(), drawn.kind, equal_nan=True)
     if g.num_edges:
         has_edges = (g.in_degrees() > 0).view(-1, 1)
         assert torch.equal(torch.isnan(out), torch.isnan(gspmm_ref(g, op, reduce, u, e))), "NaN as torch.amax"
         assert bool((out[~has_edges.expand_as(out)] == 0).all()), "rows without in-edges give 0"
-    upstream = torch.randn(expected.shape, generator=drawn.generator(), dtype=torch.float64)
-    for got, want, name in zip(grads_of(out, (u, e), upstream), grads_of(expected, (u, e), upstream), "ue"):
-        assert_same(got, want, f"d{name} ({drawn.kind})", equal_nan=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -175,11 +169,7 @@ def test_matches_dgl(dgl, op, reduce, data):
     expected = dgl.ops.gspmm(dg, dgl_op, reduce, u, e)
     has_edges = (g.in_degrees() > 0).view(-1, *([1] * (out.dim() - 1)))
     expected = torch.where(has_edges, expected, torch.zeros((), dtype=expected.dtype))
-    assert out.shape == expected.shape
-    assert_same(out, expected, f"forward vs DGL ({drawn.kind})")
-    upstream = torch.randn(out.shape, generator=drawn.generator(), dtype=torch.float64)
-    for got, want, name in zip(grads_of(out, (u, e), upstream), grads_of(expected, (u, e), upstream), "ue"):
-        assert_same(got, want, f"d{name} vs DGL ({drawn.kind})")
+    assert_matches(out, expected, (u, e), "ue", drawn.generator(), f"vs DGL, {drawn.kind}")
 
 
 # --------------------------------------------------------------------------- lower precision
