@@ -1,6 +1,6 @@
 """The contract every backend fulfils, and torch helpers several backends share.
 
-A backend computes three forward primitives on a :class:`~unigraph.structure.GraphTensors`:
+A backend computes the forward primitives on a :class:`~unigraph.structure.GraphTensors`:
 
 * ``gspmm(g, op, reduce, u, e)``: ``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])`` with
   ``reduce`` in sum / max / min (the front door turns mean into sum / in-degree). For max and
@@ -11,14 +11,26 @@ A backend computes three forward primitives on a :class:`~unigraph.structure.Gra
 * ``edge_softmax(g, scores)``: softmax of edge scores over the in-edges of each destination.
   The default here composes it from gspmm/gsddmm; a backend may fuse it.
 * ``gat_attention(g, h, el, er, ...)``: GAT's scores, edge softmax and weighted sum. The
-  default composes it; a backend may fuse it (and its backward, ``gat_attention_backward``).
+  default composes it; a backend may fuse it (and its backward, ``gat_attention_backward``,
+  declared in its contract's ``fused_backward``).
+
+Semantics every backend keeps (the property tests check them): a destination without in-edges
+gets 0 for every reduce; max/min are the true extreme of the messages, so a row whose messages
+are all -inf (max) or +inf (min) gives -inf/+inf, and a NaN message makes the result NaN (as
+``torch.amax`` does), whatever the edge order; the arg outputs name the first extreme edge of
+the row in edge-id order (for a NaN result, the first NaN edge), which is where the gradient goes.
+
+What a backend can run is *declared* in its :class:`Contract` (ops, dtypes, devices, whether
+``auto`` may pick it), validated when it is registered (:mod:`unigraph.backends`); rules finer
+than the contract (e.g. "max/min need float32 atomics") go in ``unsupported_reason``.
 
 Backward passes are written once, in :mod:`unigraph.ops.gradients`, in terms of these same
 primitives on the graph or its reverse, so a backend only writes forward kernels.
 
 Inputs arrive checked (see :mod:`unigraph.ops.spec`): features have equal rank (at least one
-feature dimension), equal dtype and device, broadcastable feature shapes, in-range indices.
-A backend must never return a view of an input (PyTorch custom operators forbid aliasing).
+feature dimension; :mod:`unigraph.ops.broadcast`), equal dtype and device, broadcastable feature
+shapes, in-range indices. A backend must never return a view of an input (PyTorch custom
+operators forbid aliasing).
 """
 from __future__ import annotations
 
@@ -28,8 +40,12 @@ import math
 import torch
 from torch import Tensor
 
-from unigraph.ops.spec import broadcast_feature_shape
+from unigraph.kernels import accumulator_dtype
+from unigraph.ops.broadcast import broadcast_feature_shape, broadcast_offsets
+from unigraph.ops.spec import FLOAT_DTYPES
 from unigraph.structure import GraphTensors
+
+OP_KINDS = ("gspmm", "gsddmm", "edge_softmax", "gat_attention")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,18 +66,78 @@ class Availability:
     detail: str  # what it runs on when ok, why not otherwise
 
 
+@dataclasses.dataclass(frozen=True)
+class Contract:
+    """What a backend declares it runs; checked before any of its code is asked.
+
+    Attributes:
+        ops: the op kinds it runs (of :data:`OP_KINDS`).
+        dtypes: the feature dtypes it accepts.
+        devices: the device types it runs on (``"cpu"``, ``"cuda"``, ...); None: any device torch has.
+        auto: whether ``auto`` may pick it (where its estimate is finite).
+        fused: op kinds it runs with a kernel of its own rather than the composed default.
+        fused_backward: op kinds whose first-order backward it fuses (``gat_attention_backward``).
+        interpreted_on_cpu: on the CPU its kernels run in an interpreter (tests only: slow).
+    """
+
+    ops: tuple[str, ...] = OP_KINDS
+    dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
+    devices: tuple[str, ...] | None = None
+    auto: bool = True
+    fused: tuple[str, ...] = ()
+    fused_backward: tuple[str, ...] = ()
+    interpreted_on_cpu: bool = False
+
+    def __post_init__(self):
+        def subset(field: str, values, allowed) -> None:
+            bad = [v for v in values if v not in allowed]
+            if bad:
+                raise ValueError(f"Contract.{field} holds {bad}; allowed: {list(allowed)}")
+        subset("ops", self.ops, OP_KINDS)
+        subset("dtypes", self.dtypes, FLOAT_DTYPES)
+        subset("fused", self.fused, self.ops)
+        subset("fused_backward", self.fused_backward, self.fused)
+        if self.devices is not None and not all(isinstance(d, str) and d for d in self.devices):
+            raise ValueError(f"Contract.devices must be device type names such as 'cpu', got {self.devices!r}")
+
+    def refusal(self, request: Request) -> str | None:
+        """Why a backend with this contract cannot run ``request`` (None if it can)."""
+        if request.kind not in self.ops:
+            return f"it does not implement {request.kind}"
+        if self.devices is not None and request.device.type not in self.devices:
+            return f"it runs on {' and '.join(self.devices)}, not on {request.device.type}"
+        if request.dtype not in self.dtypes:
+            names = ", ".join(str(d).replace("torch.", "") for d in self.dtypes)
+            return f"it supports {names}, not {str(request.dtype).replace('torch.', '')}"
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """Several backends under one name; each call runs on the variant the cost model prefers."""
+
+    name: str
+    variants: tuple[str, ...]
+    summary: str = ""
+
+
 class Backend:
-    """Base class; subclasses set ``name`` and ``summary`` and implement the kernels."""
+    """Base class; subclasses set ``name``, ``summary`` and ``contract`` and implement the kernels."""
 
     name: str = ""
     summary: str = ""
+    contract: Contract = Contract()
 
     def availability(self) -> Availability:
         return Availability(True, "torch")
 
     def unsupported_reason(self, request: Request) -> str | None:
-        """Why this backend cannot run ``request`` (None if it can)."""
+        """Why this backend cannot run ``request`` beyond what its contract says (None if it can)."""
         return None
+
+    def cannot_run(self, request: Request) -> str | None:
+        """Why this backend cannot run ``request``: its contract first, then its finer rules."""
+        return self.contract.refusal(request) or self.unsupported_reason(request)
 
     def estimate_us(self, stats, request: Request) -> float:
         """Estimated run time in microseconds; see :mod:`unigraph.backends.selector`."""
@@ -77,40 +153,52 @@ class Backend:
 
     def edge_softmax(self, g: GraphTensors, scores: Tensor) -> Tensor:
         """``exp(s - max_v) / sum_v exp(s - max_v)`` over each destination's in-edges, from four
-        primitive calls (max, subtract, sum, divide). Subtracting the maximum keeps exp finite."""
-        row_max, _, _ = self.gspmm(g, "copy_e", "max", None, scores)
-        shifted = torch.exp(self.gsddmm(g, "sub", scores, row_max, "e", "v"))
+        primitive calls (max, subtract, sum, divide). Subtracting the maximum keeps exp finite;
+        half-precision scores are computed in float32 (a hub's row sum overflows float16)."""
+        work = scores.float() if scores.dtype in HALF_DTYPES else scores
+        row_max, _, _ = self.gspmm(g, "copy_e", "max", None, work)
+        shifted = torch.exp(self.gsddmm(g, "sub", work, row_max, "e", "v"))
         row_sum, _, _ = self.gspmm(g, "copy_e", "sum", None, shifted)
-        return self.gsddmm(g, "div", shifted, row_sum, "e", "v")
+        return self.gsddmm(g, "div", shifted, row_sum, "e", "v").to(scores.dtype)
 
     def gat_attention(self, g: GraphTensors, h: Tensor, el: Tensor, er: Tensor, edge_scores: Tensor | None,
                       negative_slope: float, edge_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """GAT's attention aggregation (see :func:`unigraph.ops.gat_attention`).
 
         Returns ``(out [Nd, H, F], row_max [Nd, H], row_sum [Nd, H])``: the softmax statistics
-        let the backward pass recompute the attention weights instead of storing them. This
-        default composes the primitives (it materializes E x H scores, never E x H x F); fused
-        backends override it with one kernel.
+        (in the accumulation dtype, :func:`statistics_dtype`) let the backward pass recompute
+        the attention weights instead of storing them. This default composes the primitives
+        (it materializes E x H scores, never E x H x F); fused backends override it with one kernel.
         """
-        scores = self.gsddmm(g, "add", el, er, "u", "v")
+        stats = statistics_dtype(h.dtype)
+        scores = self.gsddmm(g, "add", el.to(stats), er.to(stats), "u", "v")
         if edge_scores is not None:
-            scores = scores + edge_scores
+            scores = scores + edge_scores.to(stats)
         scores = torch.nn.functional.leaky_relu(scores, negative_slope)
         row_max, _, _ = self.gspmm(g, "copy_e", "max", None, scores)
         shifted = torch.exp(self.gsddmm(g, "sub", scores, row_max, "e", "v"))
         row_sum, _, _ = self.gspmm(g, "copy_e", "sum", None, shifted)
         weights = self.gsddmm(g, "div", shifted, row_sum, "e", "v")
         if edge_mask is not None:
-            weights = weights * edge_mask
-        out, _, _ = self.gspmm(g, "u_mul_e", "sum", h, weights.unsqueeze(-1))
+            weights = weights * edge_mask.to(stats)
+        out, _, _ = self.gspmm(g, "u_mul_e", "sum", h, weights.to(h.dtype).unsqueeze(-1))
         return out, row_max, row_sum
 
-    # A backend with a fused backward sets this to a method with the signature of
-    # unigraph.ops.gradients.gat_attention_backward (minus the backend name).
-    gat_attention_backward = None
+    def gat_attention_backward(self, g: GraphTensors, h, el, er, edge_scores, negative_slope, edge_mask, out,
+                               row_max, row_sum, grad_out, need):
+        """A fused first-order backward of gat_attention, for backends that declare
+        ``"gat_attention"`` in ``contract.fused_backward`` (signature of
+        :func:`unigraph.ops.gradients.gat_attention_backward` minus the backend)."""
+        raise NotImplementedError(f"backend {self.name!r} declares no fused gat_attention backward")
 
     def __repr__(self) -> str:
         return f"<unigraph backend {self.name!r}>"
+
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+statistics_dtype = accumulator_dtype  # softmax statistics and accumulators: the kernels' rule
 
 
 # ---------------------------------------------------------------------- shared torch helpers
@@ -159,16 +247,29 @@ def edge_messages(g: GraphTensors, op: str, u: Tensor | None, e: Tensor | None) 
 
 def arg_extreme_edges(messages: Tensor, rows: Tensor, out: Tensor, num_rows: int) -> Tensor:
     """For each output element, the first (lowest id) edge whose message equals the reduced
-    value, or -1 for rows without edges. ``messages`` are E x F in edge order."""
+    value (is NaN, where the result is NaN), or -1 for rows without edges. ``messages`` are
+    E x F in edge order."""
     num_edges = messages.shape[0]
     expanded = messages.expand(num_edges, *out.shape[1:]) if messages.shape[1:] != out.shape[1:] else messages
-    hit = expanded == out.index_select(0, rows)
+    picked = out.index_select(0, rows)
+    hit = expanded == picked
+    if bool(torch.isnan(out).any()):  # NaN equals nothing: a NaN result is hit by the NaN messages
+        hit |= torch.isnan(expanded) & torch.isnan(picked)
     edge_ids = torch.arange(num_edges, device=messages.device).view(-1, *([1] * (out.dim() - 1)))
     candidates = torch.where(hit, edge_ids, num_edges)
     index = rows.view(-1, *([1] * (out.dim() - 1))).expand_as(candidates)
     first = torch.full(out.shape, num_edges, dtype=torch.int64, device=out.device)
     first.scatter_reduce_(0, index, candidates, "amin", include_self=True)
     return torch.where(first == num_edges, -1, first)
+
+
+def operand_offsets(x: Tensor | None, features: tuple[int, ...]) -> Tensor | None:
+    """The broadcast offset table of operand ``x`` for output feature shape ``features`` (None
+    when ``x`` has that shape itself), as kernels that read broadcast operands take it."""
+    if x is None or tuple(x.shape[1:]) == tuple(features):
+        return None
+    # contiguous: for a size-1 operand the table is an expanded (stride 0) view
+    return broadcast_offsets(tuple(x.shape[1:]), tuple(features), x.device).contiguous()
 
 
 def take_or_minus_one(table: Tensor, index: Tensor) -> Tensor:

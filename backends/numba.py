@@ -14,11 +14,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from unigraph.backends.base import (
-    Availability, Backend, Request, gsddmm_by_gather, per_slice_plan)
+from unigraph.backends.base import Availability, Backend, Contract, Request, gsddmm_by_gather, per_slice_plan
 from unigraph.kernels.cpu import threads_for
-from unigraph.kernels.cpu.schedule import row_blocks
-from unigraph.ops.spec import broadcast_feature_shape, broadcast_offsets
+from unigraph.ops.broadcast import broadcast_offsets
+from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
@@ -37,6 +36,7 @@ def _offsets(feature_shape: tuple, out_shape: tuple) -> np.ndarray:
 def _blocked(ptr: Tensor) -> tuple[np.ndarray, np.ndarray]:
     """(work-balanced row blocks, CSR pointer) for a node-parallel kernel; call it inside
     ``threads_for`` so the blocks match the threads that will run them."""
+    from unigraph.kernels.cpu.schedule import row_blocks  # imports numba: on first use only
     ptr = _np(ptr)
     return row_blocks(ptr), ptr
 
@@ -58,18 +58,13 @@ def _kernels():
 class NumbaBackend(Backend):
     name = "numba"
     summary = "unigraph's CPU kernels (numba): node-parallel over CSR, fused softmax and GAT"
+    contract = Contract(dtypes=SUPPORTED_DTYPES, devices=("cpu",), fused=("edge_softmax", "gat_attention"),
+                        fused_backward=("gat_attention",))
 
     def availability(self) -> Availability:
         from unigraph.kernels.cpu import numba_status
         ok, detail = numba_status()
         return Availability(ok, detail + (", node-parallel CPU kernels" if ok else ""))
-
-    def unsupported_reason(self, request: Request) -> str | None:
-        if request.device.type != "cpu":
-            return f"numba kernels run on the CPU only, not on {request.device.type}"
-        if request.dtype not in SUPPORTED_DTYPES:
-            return f"numba kernels support float32 and float64, not {request.dtype}"
-        return None
 
     def estimate_us(self, stats, request: Request) -> float:
         from unigraph.backends.cost_model import estimate_numba
@@ -78,53 +73,43 @@ class NumbaBackend(Backend):
     # ------------------------------------------------------------------ g-SpMM
     def gspmm(self, g: GraphTensors, op: str, reduce: str, u: Tensor | None, e: Tensor | None):
         like = u if u is not None else e
-        if op == "copy_u":
-            features = tuple(u.shape[1:])
-        elif op == "copy_e":
-            features = tuple(e.shape[1:])
-        else:
-            features = broadcast_feature_shape("mul", tuple(u.shape[1:]), tuple(e.shape[1:]))
+        features = gspmm_features(op, u, e)
         width = math.prod(features)
         if g.num_edges == 0 or width == 0:
             out = torch.zeros((g.num_dst,) + features, dtype=like.dtype)
             empty_arg = torch.full(out.shape, -1, dtype=torch.int64)
             return (out, None, None) if reduce == "sum" else (out, empty_arg, empty_arg.clone())
+        spmm, _, _, _, messages = _kernels()
         # Every kernel writes each output row itself (zeroing it in cache first), so no zero-fill pass.
         out = torch.empty((g.num_dst,) + features, dtype=like.dtype)
-        with threads_for(g.num_edges * width):
-            return self._gspmm_kernels(g, op, reduce, u, e, like, features, width, out)
-
-    def _gspmm_kernels(self, g, op, reduce, u, e, like, features, width, out):
-        spmm, _, _, _, messages = _kernels()
-        blocks, ptr = _blocked(g.in_ptr)
         out2 = _np(out.view(g.num_dst, width))
-        if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
-            rows = _np(g.in_src if op == "copy_u" else g.in_eid)
-            x = _np(like.reshape(like.shape[0], width))
-            if reduce == "sum":
-                spmm.gather_sum(blocks, ptr, rows, x, out2)
-                return out, None, None
+        arg_u = arg_e = None
+        if reduce != "sum":
             arg_u, arg_e = torch.empty(out.shape, dtype=torch.int64), torch.empty(out.shape, dtype=torch.int64)
-            spmm.gather_extreme(blocks, ptr, rows, _np(g.in_src), _np(g.in_eid), x, reduce == "max", out2,
-                                _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
-            return out, arg_u, arg_e
+            args = (_np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
         src, eid = _np(g.in_src), _np(g.in_eid)
-        if reduce == "sum":
-            plan = per_slice_plan(op, u, e)
-            if plan is not None:
+        plan = per_slice_plan(op, u, e) if reduce == "sum" and op == "u_mul_e" else None
+        with threads_for(g.num_edges * width):
+            blocks, ptr = _blocked(g.in_ptr)
+            if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
+                rows, x = (src if op == "copy_u" else eid), _np(like.reshape(like.shape[0], width))
+                if reduce == "sum":
+                    spmm.gather_sum(blocks, ptr, rows, x, out2)
+                else:
+                    spmm.gather_extreme(blocks, ptr, rows, src, eid, x, reduce == "max", out2, *args)
+            elif plan is not None:  # a weight per slice: the contiguous kernel
                 mat, weights, _ = plan
-                spmm.weighted_sum(blocks, ptr, src, eid, _np(mat), _np(weights), _np(out.view((g.num_dst,) + mat.shape[1:])))
-                return out, None, None
-        u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:])))
-        e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:])))
-        uoff, eoff = _offsets(tuple(u.shape[1:]), features), _offsets(tuple(e.shape[1:]), features)
-        code = messages.CODES[op]
-        if reduce == "sum":
-            spmm.binary_sum(blocks, ptr, src, eid, u2, e2, uoff, eoff, code, out2)
-            return out, None, None
-        arg_u, arg_e = torch.empty(out.shape, dtype=torch.int64), torch.empty(out.shape, dtype=torch.int64)
-        spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, uoff, eoff, code, reduce == "max", out2,
-                            _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
+                spmm.weighted_sum(blocks, ptr, src, eid, _np(mat), _np(weights),
+                                  _np(out.view((g.num_dst,) + mat.shape[1:])))
+            else:
+                u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:])))
+                e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:])))
+                offsets = _offsets(tuple(u.shape[1:]), features), _offsets(tuple(e.shape[1:]), features)
+                if reduce == "sum":
+                    spmm.binary_sum(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], out2)
+                else:
+                    spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], reduce == "max",
+                                        out2, *args)
         return out, arg_u, arg_e
 
     # ------------------------------------------------------------------ g-SDDMM
@@ -132,7 +117,7 @@ class NumbaBackend(Backend):
         if op in ("copy_lhs", "copy_rhs") or g.num_edges == 0:
             return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)
         fl, fr = tuple(lhs.shape[1:]), tuple(rhs.shape[1:])
-        features = broadcast_feature_shape(op, fl, fr)
+        features = gsddmm_features(op, lhs, rhs)
         out = torch.empty((g.num_edges,) + features, dtype=lhs.dtype)
         if math.prod(features) == 0 or lhs.shape[0] == 0 or rhs.shape[0] == 0:
             return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)
@@ -198,7 +183,7 @@ class NumbaBackend(Backend):
         """Fused backward in two node-parallel passes (see unigraph.kernels.cpu.gat)."""
         if h.shape[2] == 0 or g.num_edges == 0:
             from unigraph.ops.gradients import gat_attention_backward
-            return gat_attention_backward(g, self.name, h, el, er, edge_scores, negative_slope, edge_mask,
+            return gat_attention_backward(g, self, h, el, er, edge_scores, negative_slope, edge_mask,
                                           out, row_max, row_sum, grad_out, need)
         _, _, _, gat, _ = _kernels()
         heads = h.shape[1]

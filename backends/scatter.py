@@ -4,6 +4,11 @@ Materializes the E x F message tensor (``u[src] op e``) in edge order, then redu
 destination rows. Uses torch-scatter when it is installed, else torch's own ``index_add_`` and
 ``scatter_reduce_`` (what PyG does without torch-scatter). Every op, reduce, dtype and device
 works; the price is E x F memory traffic, which hurts on dense graphs and wide features.
+
+torch-scatter's max/min skip NaN and report a row whose messages are all -inf (max) as empty,
+so they run only on finite messages (one ``isfinite`` pass decides); torch's ``scatter_reduce_``
+keeps the semantics of :mod:`unigraph.backends.base` and takes the rest. Half-precision sums
+accumulate in float32.
 """
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ import torch
 from torch import Tensor
 
 from unigraph.backends.base import (
-    Availability, Backend, Request, arg_extreme_edges, edge_messages, gsddmm_by_gather, take_or_minus_one)
+    Availability, Backend, Request, arg_extreme_edges, edge_messages, gsddmm_by_gather, statistics_dtype,
+    take_or_minus_one)
 from unigraph.structure import GraphTensors
 
 
@@ -43,13 +49,13 @@ class ScatterBackend(Backend):
         messages = edge_messages(g, op, u, e)
         out_shape = (g.num_dst,) + tuple(messages.shape[1:])
         ts = _torch_scatter()
+        fast = ts is not None and messages.dtype in (torch.float32, torch.float64)
         if reduce == "sum":
-            if ts is not None and messages.dtype in (torch.float32, torch.float64):
-                out = ts.scatter(messages, g.dst, dim=0, dim_size=g.num_dst, reduce="sum")
-            else:
-                out = messages.new_zeros(out_shape).index_add_(0, g.dst, messages)
-            return out, None, None
-        if ts is not None and messages.dtype in (torch.float32, torch.float64):
+            if fast:
+                return ts.scatter(messages, g.dst, dim=0, dim_size=g.num_dst, reduce="sum"), None, None
+            acc = messages.new_zeros(out_shape, dtype=statistics_dtype(messages.dtype))
+            return acc.index_add_(0, g.dst, messages.to(acc.dtype)).to(messages.dtype), None, None
+        if fast and bool(torch.isfinite(messages).all()):
             scatter_extreme = ts.scatter_max if reduce == "max" else ts.scatter_min
             out, arg_e = scatter_extreme(messages, g.dst, dim=0, dim_size=g.num_dst)
             arg_e = torch.where(arg_e >= g.num_edges, -1, arg_e)  # torch-scatter marks "no edge" with E

@@ -8,27 +8,33 @@ Precedence, highest first:
 4. the environment variable ``UNIGRAPH_BACKEND``,
 5. ``auto`` (the default).
 
-A choice is ``auto``, ``auto-tune`` or a registered backend name:
+A choice is ``auto``, ``auto-tune``, a registered backend or a family name (:mod:`unigraph.backends`):
 
 * A named backend that cannot run here (its dependency is missing) or cannot run the call (an
-  op, dtype or device it does not handle) raises an error saying why; it is never silently
-  replaced. A *family* name (a backend with ``variants``, e.g. ``triton``) is resolved per call
-  to the variant the cost model estimates fastest among those that can run it.
-* ``auto`` asks every available backend that can run the call for an estimate
-  (:mod:`unigraph.backends.cost_model`, or the backend's own ``estimate_us``) and takes the
-  cheapest. It skips backends whose estimate is infinite (Triton on the CPU: its interpreter)
-  and family names (``auto_candidate = False``: it weighs their variants directly), and says so
-  in ``explain``. Decisions are cached on the graph per call signature.
+  op, dtype or device its contract excludes, or a finer rule of its own) raises an error saying
+  why; it is never silently replaced. A *family* name (``triton``) is resolved per call to the
+  variant the cost model estimates fastest among those that can run it.
+* ``auto`` asks every available backend whose contract allows the call and lets ``auto`` pick
+  it for an estimate (:mod:`unigraph.backends.cost_model`, through the backend's
+  ``estimate_us``) and takes the cheapest. It skips backends whose estimate is infinite (Triton
+  on the CPU: its interpreter), and says so in ``explain``.
 * ``auto-tune`` measures every candidate ``auto`` would consider on the first call of each
   kind and keeps the fastest (:mod:`unigraph.backends.autotune`).
 
-The two optional backend attributes read here (``variants``, ``auto_candidate``) default to
-no variants and True.
+Automatic decisions and family resolutions are kept on the graph (``Graph.memo``), per request.
+:func:`choose` returns the :class:`~unigraph.backends.Backend` object, looked up once per call.
+
+Under ``torch.compile`` the choice is made once, while tracing, and baked into the compiled
+graph as a constant (as ``torch.compiler.assume_constant_result`` does; dynamo guards on the
+graph's identity): a later ``use_backend`` does not recompile an already compiled model. This cannot
+change a result, since every backend computes the same function; it can change speed, so
+change the choice before compiling (or call ``torch._dynamo.reset()``).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -38,7 +44,7 @@ import torch
 
 from unigraph import backends as registry
 from unigraph.backends import autotune
-from unigraph.backends.base import Request
+from unigraph.backends.base import Backend, Request
 
 ENV_VAR = "UNIGRAPH_BACKEND"
 AUTO_CHOICES = ("auto", "auto-tune")
@@ -53,7 +59,7 @@ def _validated(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"backend name must be a string, got {type(name).__name__}")
     if name not in AUTO_CHOICES:
-        registry.get(name)  # raises for unknown or unavailable backends
+        registry.check_choice(name)  # raises for unknown or unavailable backends
     return name
 
 
@@ -103,20 +109,21 @@ class Candidate:
 
 
 def _candidates(stats, request: Request, names: list[str] | None = None) -> list[Candidate]:
+    """Every backend (or those in ``names``) with its estimate for ``request``, or why it cannot run it."""
     out = []
-    for name in names if names is not None else registry.names():
+    for name in names if names is not None else list(registry.all_backends()):
         backend = registry.all_backends()[name]
         status = registry.status_of(name)
         if not status.ok:
             out.append(Candidate(name, None, f"unavailable: {status.detail}", False))
             continue
-        reason = backend.unsupported_reason(request)
+        reason = backend.cannot_run(request)
         if reason is not None:
             out.append(Candidate(name, None, f"cannot run this call: {reason}", False))
             continue
         estimate = backend.estimate_us(stats, request)
-        if not getattr(backend, "auto_candidate", True):
-            out.append(Candidate(name, estimate, f"family name: resolves to {' or '.join(backend.variants)}", False))
+        if not backend.contract.auto:
+            out.append(Candidate(name, estimate, "never picked by auto (its contract says so)", False))
         elif not math.isfinite(estimate):
             out.append(Candidate(name, estimate, f"never picked by auto here: {status.detail}", False))
         else:
@@ -155,8 +162,7 @@ def _pick(stats, request: Request) -> tuple[str, str, list[Candidate]]:
 
 def _resolve_family(stats, request: Request, family: str) -> tuple[str, str, list[Candidate]]:
     """The variant of family ``family`` the cost model prefers for this call."""
-    variants = list(registry.all_backends()[family].variants)
-    candidates = _candidates(stats, request, variants)
+    candidates = _candidates(stats, request, list(registry.family(family).variants))
     for c in candidates:  # inside a family an infinite estimate only ranks last
         c.auto = c.estimate_us is not None
     name, reason = _cheapest(candidates, request, f"variant of {family!r}")
@@ -187,27 +193,47 @@ def _tuned(stats, request: Request, trial: Callable[[str], object] | None) -> tu
 
 
 def choose(graph, request: Request, explicit: str | None = None,
-           trial: Callable[[str], object] | None = None) -> str:
-    """The backend name for this call. ``trial(name)`` runs the call on backend ``name`` (what
-    auto-tune times). Automatic decisions and family resolutions are cached on the graph."""
+           trial: Callable[[Backend], object] | None = None) -> Backend:
+    """The backend for this call. ``trial(backend)`` runs the call on ``backend`` (what
+    auto-tune times). Automatic decisions and family resolutions are kept on the graph."""
     name, source = current_choice(explicit)
+    if torch.compiler.is_compiling():  # dynamo passes plain constants (not dataclasses, not backends) well
+        return registry.all_backends()[_traced_choice(graph, *dataclasses.astuple(request), name, source)]
+    return _decide(graph, request, name, source, trial)
+
+
+def _decide(graph, request: Request, name: str, source: str,
+            trial: Callable[[Backend], object] | None = None) -> Backend:
     if name in AUTO_CHOICES:
-        key = (name, request)
-        if key not in graph._cache:
-            decide = _pick if name == "auto" else (lambda stats, req: _tuned(stats, req, trial))
-            graph._cache[key] = decide(graph.stats(), request)[0]
-        return graph._cache[key]
+        def decide() -> Backend:
+            if name == "auto":
+                return registry.get(_pick(graph.stats(), request)[0])
+            timed = None if trial is None else (lambda n: trial(registry.get(n)))
+            return registry.get(_tuned(graph.stats(), request, timed)[0])
+        return graph.memo(("unigraph.backends", name, request), decide)
+    if registry.family(name) is not None:
+        return graph.memo(("unigraph.backends", "family", name, request),
+                          lambda: registry.get(_resolve_family(graph.stats(), request, name)[0]))
     backend = registry.get(name)
-    if getattr(backend, "variants", ()):
-        key = ("family", name, request)
-        if key not in graph._cache:
-            graph._cache[key] = _resolve_family(graph.stats(), request, name)[0]
-        return graph._cache[key]
-    reason = backend.unsupported_reason(request)
+    reason = backend.cannot_run(request)
     if reason is not None:
         raise RuntimeError(f"backend {name!r} (chosen via {source}) cannot run {request.kind} "
                            f"{request.op}: {reason}. Use another backend or 'auto'.")
-    return name
+    return backend
+
+
+def _assume_constant_result(fn: Callable) -> Callable:
+    """``torch.compiler.assume_constant_result`` without importing ``torch._dynamo`` (about a
+    second) with unigraph: that decorator does nothing but set this attribute, which dynamo reads
+    when it traces a call (``tests/ops/test_compile_ops.py`` checks that the two agree)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@_assume_constant_result
+def _traced_choice(graph, kind, op, reduce, width, dtype, device, name: str, source: str) -> str:
+    """The name :func:`_decide` picks, as a constant of the compiled graph (see the module docstring)."""
+    return _decide(graph, Request(kind, op, reduce, width, dtype, device), name, source).name
 
 
 # ---------------------------------------------------------------------- explain
@@ -252,11 +278,11 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
     if choice == "auto-tune":
         name, reason, candidates = _tuned(stats, request, None)
         return Explanation(name, reason, "auto-tune", request, stats, candidates)
-    backend = registry.get(choice)
-    if getattr(backend, "variants", ()):
+    if registry.family(choice) is not None:
         name, reason, _ = _resolve_family(stats, request, choice)
         return Explanation(name, f"requested via {source}; {reason}", source, request, stats,
                            _candidates(stats, request))
+    registry.get(choice)  # raises for unknown or unavailable backends
     return Explanation(choice, f"requested via {source}", source, request, stats, _candidates(stats, request))
 
 
@@ -306,31 +332,66 @@ class Info:
     cuda: str
     choice: str
     backends: dict[str, str]
+    families: dict[str, str]
     peers: dict[str, str]
 
     def __str__(self) -> str:
         lines = [f"unigraph on torch {self.torch_version}; GPU: {self.cuda}", f"backend choice: {self.choice}",
                  "kernels:"]
         lines += [f"  {name:<16}{detail}" for name, detail in self.backends.items()]
+        lines += [f"  {name:<16}{detail}" for name, detail in self.families.items()]
         lines.append("peers (optional, for conversions and benchmarks):")
         lines += [f"  {name:<16}{detail}" for name, detail in self.peers.items()]
         return "\n".join(lines)
 
 
+PEERS = ("torch_geometric", "dgl")
+
+
 def _peer_status(module: str) -> str:
+    """Whether peer ``module`` is installed and whether it can actually be imported here."""
+    return _peer_statuses((module,))[module]
+
+
+@functools.lru_cache(maxsize=None)
+def _peer_statuses(modules: tuple[str, ...]) -> dict[str, str]:
+    """``_peer_status`` of several modules, probed once per process in one subprocess (so that a
+    failing or slow import, DGL's on a torch it was not built for, cannot harm this process)."""
     import importlib.util
-    if importlib.util.find_spec(module) is None:
-        return "not installed"
-    return "installed"
+    import json
+    import subprocess
+    import sys
+    status = {m: "not installed" for m in modules if importlib.util.find_spec(m) is None}
+    status.update({m: "installed, imported" for m in modules if m not in status and m in sys.modules})
+    probe = [m for m in modules if m not in status]
+    if probe:
+        script = ("import importlib, json, sys\nout = {}\nfor m in sys.argv[1:]:\n    try:\n"
+                  "        importlib.import_module(m)\n        out[m] = None\n"
+                  "    except BaseException as err:  # reported to the parent, which names it\n"
+                  "        out[m] = f'{type(err).__name__}: {err}'.splitlines()[0]\nprint(json.dumps(out))\n")
+        done = subprocess.run([sys.executable, "-c", script, *probe], capture_output=True, text=True, timeout=300)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines:
+            tail = (done.stderr or done.stdout).strip().splitlines()
+            failed = {m: f"the import probe exited with code {done.returncode}" + (f": {tail[-1]}" if tail else "")
+                      for m in probe}
+        else:
+            failed = json.loads(lines[-1])
+        status.update({m: "installed, importable" if failed[m] is None else
+                       f"installed but cannot be imported: {failed[m]}" for m in probe})
+    return status
 
 
 def info() -> Info:
-    """Which kernels are available here, what each runs on, and the current backend choice."""
+    """Which kernels are available here, what each runs on, the current backend choice, and
+    whether the peer libraries (PyG, DGL) are installed and importable."""
     backends = {}
     for name in registry.all_backends():
         status = registry.status_of(name)
         backends[name] = ("available: " if status.ok else "unavailable: ") + status.detail
+    families = {name: f"family: per call the faster of {' or '.join(f.variants)}"
+                for name, f in registry.families().items()}
     name, source = current_choice()
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (CPU only)"
-    peers = {"torch_geometric": _peer_status("torch_geometric"), "dgl": _peer_status("dgl")}
-    return Info(torch.__version__, cuda, f"{name} (from {source})", backends, peers)
+    peers = _peer_statuses(PEERS)
+    return Info(torch.__version__, cuda, f"{name} (from {source})", backends, families, peers)

@@ -7,6 +7,11 @@
   Other ops build messages in CSR order and reduce contiguous segments (``torch.segment_reduce``).
 * g-SDDMM, edge-parallel: gather both operands per edge, one broadcast op (see ``gsddmm``).
 
+torch-sparse's ``spmm_max``/``spmm_min`` skip NaN and start from the lowest finite value, so a
+row whose messages are all -inf comes back as -3.4e38: they run only on finite operands, and a
+result at that sentinel (an overflowing product) is recomputed by the segment reduce, which
+keeps the semantics of :mod:`unigraph.backends.base`. Half-precision sums accumulate in float32.
+
 Backward passes come from :mod:`unigraph.ops.gradients`: g-SpMM/g-SDDMM on the reverse graph,
 whose in-CSR is this graph's cached out-CSR, as in the DGL paper.
 """
@@ -20,7 +25,7 @@ from torch import Tensor
 
 from unigraph.backends.base import (
     Availability, Backend, Request, apply_binary, arg_extreme_edges, gsddmm_by_gather, per_slice_plan,
-    take_or_minus_one)
+    statistics_dtype, take_or_minus_one)
 from unigraph.structure import GraphTensors
 
 # Above this many per-head weight slices one SpMM per slice costs more than a segment reduce.
@@ -42,6 +47,10 @@ def _csr_matrix(g: GraphTensors, values: Tensor) -> Tensor:
         return torch.sparse_csr_tensor(g.in_ptr, g.in_src, values, size=(g.num_dst, g.num_src))
 
 
+def _all_finite(*tensors: Tensor | None) -> bool:
+    return all(t is None or bool(torch.isfinite(t).all()) for t in tensors)
+
+
 class SparseBackend(Backend):
     name = "sparse"
     summary = "DGL-style g-SpMM over CSR and g-SDDMM (torch.sparse / torch-sparse)"
@@ -61,8 +70,13 @@ class SparseBackend(Backend):
         # torch-sparse divides by the row count of its dense operand (SIGFPE when it is empty):
         # empty graphs and empty features take the segment path, which handles them.
         nonempty = g.num_edges > 0 and plan is not None and plan[0].numel() > 0
-        if nonempty and (reduce == "sum" or _torch_sparse() is not None):
+        if nonempty and reduce == "sum":
             return self._spmm(g, reduce, *plan)
+        if nonempty and _torch_sparse() is not None and _all_finite(plan[0], plan[1]):
+            result = self._spmm(g, reduce, *plan)
+            sentinel = torch.finfo(result[0].dtype).min if reduce == "max" else torch.finfo(result[0].dtype).max
+            if not bool((result[0] == sentinel).any()):  # else a row may be all -inf/+inf: recompute
+                return result
         return self._segment_reduce(g, op, reduce, u, e)
 
     def _spmm(self, g: GraphTensors, reduce: str, mat: Tensor, weights: Tensor | None, out_features: tuple):
@@ -101,11 +115,15 @@ class SparseBackend(Backend):
         messages = messages.contiguous()
         if g.num_edges == 0:
             out = messages.new_zeros((g.num_dst,) + tuple(messages.shape[1:]))
+        elif reduce == "sum":  # accumulate half precision in float32
+            wide = messages.to(statistics_dtype(messages.dtype))
+            summed = torch.segment_reduce(wide, "sum", offsets=g.in_ptr, axis=0)
+            out = summed.to(messages.dtype)
         else:
             out = torch.segment_reduce(messages, reduce, offsets=g.in_ptr, axis=0)
-            if reduce != "sum":  # empty segments come back as -inf/+inf; the contract says 0
-                empty = (g.in_degrees() == 0).view(-1, *([1] * (out.dim() - 1)))
-                out = torch.where(empty, torch.zeros((), dtype=out.dtype), out)
+            # empty segments come back as -inf/+inf; the contract says 0
+            empty = (g.in_degrees() == 0).view(-1, *([1] * (out.dim() - 1)))
+            out = torch.where(empty, torch.zeros((), dtype=out.dtype, device=out.device), out)
         if reduce == "sum":
             return out, None, None
         csr_rows = g.dst.index_select(0, g.in_eid)

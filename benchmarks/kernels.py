@@ -25,12 +25,15 @@ work the slower runs measure the neighbours, the fastest what the code can do. T
 run (so timer noise between two runs of the same kernel does not show up as regret);
 ``vs best`` compares with every implementation, peers included.
 
-Outputs (``--out``, default ``benchmarks/results``): ``kernels_<device>.json`` (machine,
-versions, settings, every run), ``kernels_<device>.md`` (tables, regret, targets) and
-``kernels_<device>.png`` (time vs density per implementation).
+Outputs (``--out``, default ``benchmarks/results``; ``--quick`` defaults to a temporary directory
+and never writes into ``benchmarks/results``): ``kernels_<device>.json`` (machine, versions,
+settings, every run), ``kernels_<device>.md`` (tables, regret, targets) and ``kernels_<device>.png``
+(time vs density per implementation). ``--ops`` and ``--backends`` narrow a run to one op and
+backend by name (``--ops u_mul_e/sum --backends numba``).
 
     python benchmarks/kernels.py                     # the full run (5,000 nodes; ~10 min on 2 cores)
-    python benchmarks/kernels.py --quick --out /tmp  # a smoke run in seconds
+    python benchmarks/kernels.py --quick              # a smoke run in seconds (into a temporary directory)
+    python benchmarks/kernels.py --ops u_mul_e/sum --backends numba --peers dgl  # one op, one backend, DGL
     python benchmarks/kernels.py --fit benchmarks/results/kernels_cpu*.json  # cost-model constants
 """
 from __future__ import annotations
@@ -46,6 +49,7 @@ import os
 import pathlib
 import statistics
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -70,6 +74,7 @@ SLOW_CALL_S = 1.0  # a call this slow is timed once after its warm-up: its noise
 PEERS = ["torch_native", "torch_scatter", "torch_sparse", "torch_sparse_csr", "dgl"]
 # The full run fits 2 CPU cores in about ten minutes: 5,000 nodes, and cases over 21M message
 # elements (E x width) skipped, which keeps degree 256 at width 16, 64 at 64 and 16 at 256.
+RESULTS = REPO_ROOT / "benchmarks" / "results"  # the committed results: never written by --quick
 FULL = dict(nodes=5_000, degrees=[1, 4, 16, 64, 256], widths=[16, 64, 256], budget=21_000_000)
 QUICK = dict(nodes=300, degrees=[1, 16], widths=[16], budget=100_000_000)
 
@@ -296,12 +301,15 @@ def measure_ms(run: Callable[[], object], device: torch.device, min_reps: int, m
 
 
 # ====================================================================== the run
-def unigraph_backends(device: torch.device) -> list[str]:
+def unigraph_backends(device: torch.device, wanted: list[str] | None = None) -> list[str]:
+    """The unigraph backends to time: available, real kernels on ``device`` (``wanted`` only, if given)."""
     names = []
     for name, backend in registry.all_backends().items():
-        if not getattr(backend, "auto_candidate", True) or not registry.status_of(name).ok:
+        if wanted is not None and name not in wanted:
             continue
-        if device.type == "cpu" and getattr(backend, "slow_on_cpu", False):
+        if not backend.contract.auto or not registry.status_of(name).ok:
+            continue
+        if device.type == "cpu" and backend.contract.interpreted_on_cpu:
             continue  # Triton's interpreter: not a CPU kernel
         names.append(name)
     return names
@@ -312,7 +320,7 @@ def run_benchmark(args) -> dict:
     dgl_module = load_dgl() if "dgl" in args.peers else None
     if args.threads is not None:
         set_threads(args.threads, dgl_module)
-    backends = unigraph_backends(device)
+    backends = unigraph_backends(device, args.backends)
     peers = [p for p in args.peers if p != "dgl" or dgl_module is not None]
     result = {"machine": machine(device), "versions": versions(),
               "settings": {"nodes": args.nodes, "degrees": args.degrees, "widths": args.widths, "ops": args.ops,
@@ -374,10 +382,10 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
     device = torch.device(args.device)
     request = op_request(op, width, device)
     out = {"timings_ms": {}, "median_ms": {}, "runs_ms": {}, "errors": {}, "not_applicable": []}
-    for impl in backends + ["auto"] + peers:
+    for impl in backends + (["auto"] if args.auto else []) + peers:
         if impl in peers:
             forward = peer_op(impl, op, peer_graph, inputs.leaves)
-        elif impl != "auto" and registry.get(impl).unsupported_reason(request) is not None:
+        elif impl != "auto" and registry.get(impl).cannot_run(request) is not None:
             forward = None  # e.g. numba on a GPU
         else:
             forward = (lambda b=None if impl == "auto" else impl: unigraph_op(op, g, inputs.leaves, b))
@@ -620,17 +628,29 @@ def parse_args(argv=None):
     parser.add_argument("--ops", nargs="+", default=OPS, choices=OPS)
     parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
     parser.add_argument("--graphs", nargs="+", default=["uniform", "rmat"], choices=["uniform", "rmat"])
+    parser.add_argument("--backends", nargs="+", metavar="NAME",
+                        help="unigraph backends to time, e.g. numba (default: every available one, and auto)")
     parser.add_argument("--peers", nargs="*", default=PEERS, choices=PEERS)
     parser.add_argument("--budget", type=int, help="skip cases whose E x width exceeds this many elements")
     parser.add_argument("--threads", type=int, help="CPU threads for torch, numba and DGL (default: theirs)")
     parser.add_argument("--min-reps", type=int, default=3)
     parser.add_argument("--max-reps", type=int, default=10)
     parser.add_argument("--min-time", type=float, default=0.2, help="seconds of timed runs per measurement")
-    parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "benchmarks" / "results")
+    parser.add_argument("--out", type=pathlib.Path,
+                        help=f"output directory (default: {RESULTS}; with --quick a temporary directory)")
     parser.add_argument("--name", help="file name stem of the outputs (default: kernels_<device>)")
     parser.add_argument("--fit", type=pathlib.Path, nargs="+", metavar="RESULTS_JSON",
                         help="print cost-model constants fitted to results files and exit")
     args = parser.parse_args(argv)
+    if args.backends is not None:
+        unknown = sorted(set(args.backends) - set(registry.all_backends()) - {"auto"})
+        if unknown:
+            parser.error(f"--backends: unknown {unknown}; choose from auto, {', '.join(registry.all_backends())}")
+    args.auto = args.backends is None or "auto" in args.backends
+    if args.out is None:
+        args.out = pathlib.Path(tempfile.gettempdir()) / "unigraph-kernels-quick" if args.quick else RESULTS
+    if args.quick and args.out.resolve() == RESULTS.resolve():
+        parser.error(f"--quick never writes into {RESULTS} (the committed results); pass another --out")
     preset = QUICK if args.quick else FULL
     for key, value in preset.items():
         if getattr(args, key) is None:

@@ -2,7 +2,7 @@
 
 Same contract and bit-identical results as ``unigraph.sampling.torch_kernels`` (read its
 docstring for the algorithm: Floyd's sampling without replacement, counter-based draws from
-``unigraph.sampling.counter_rng``). What changes is the execution: one pass over the frontier
+``unigraph.kernels.counter_rng``). What changes is the execution: one pass over the frontier
 rows, in parallel (``prange``), each row drawing its ``fanout`` offsets in registers, instead of
 ``fanout`` vector passes over all rows; and a sequential relabelling pass with a scratch array
 instead of a scatter. Both work in ``O(sampled edges)``; a hub costs ``O(fanout^2)``.
@@ -15,7 +15,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from unigraph.sampling.counter_rng import GOLDEN, MIX1, MIX2, TWO_POW_MINUS_53
+from unigraph.kernels.counter_rng import GOLDEN, MIX1, MIX2, TWO_POW_MINUS_53
 
 _GOLDEN = np.uint64(GOLDEN)
 _MIX1 = np.uint64(MIX1)

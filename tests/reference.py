@@ -12,7 +12,8 @@ from torch import Tensor
 
 
 def _pad(t: Tensor, ndim: int) -> Tensor:
-    return t.reshape(tuple(t.shape) + (1,) * (ndim - t.dim()))
+    """DGL's alignment: 1s inserted right after the row dimension (feature shapes align from the right)."""
+    return t.reshape((t.shape[0],) + (1,) * (ndim - t.dim()) + tuple(t.shape[1:]))
 
 
 def _binary(op: str, a: Tensor, b: Tensor) -> Tensor:
@@ -21,18 +22,22 @@ def _binary(op: str, a: Tensor, b: Tensor) -> Tensor:
     return {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[op](a, b)
 
 
-def gspmm_ref(graph, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -> Tensor:
-    src, dst = graph.src, graph.dst
-    num_edges = src.numel()
+def messages_ref(graph, op: str, u: Tensor | None, e: Tensor | None) -> Tensor:
+    """The E x F messages of gspmm ``op`` in edge-id order (DGL's broadcasting)."""
     ndim = max(t.dim() for t in (u, e) if t is not None)
     u = _pad(u, ndim) if u is not None else None
     e = _pad(e, ndim) if e is not None else None
     if op == "copy_u":
-        messages = u[src]
-    elif op == "copy_e":
-        messages = e
-    else:
-        messages = _binary(op[2:5], u[src], e)
+        return u[graph.src]
+    if op == "copy_e":
+        return e
+    return _binary(op[2:5], u[graph.src], e)
+
+
+def gspmm_ref(graph, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -> Tensor:
+    dst = graph.dst
+    num_edges = dst.numel()
+    messages = messages_ref(graph, op, u, e)
     features = tuple(messages.shape[1:])
     flat = messages.reshape(num_edges, math.prod(features))
     incidence = torch.zeros(graph.num_dst_nodes, num_edges, dtype=flat.dtype)
@@ -49,6 +54,56 @@ def gspmm_ref(graph, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -
         masked = torch.where(incidence.unsqueeze(-1) > 0, flat.unsqueeze(0), torch.tensor(fill, dtype=flat.dtype))
         out = masked.amax(1) if reduce == "max" else masked.amin(1)
         out = torch.where(degree > 0, out, torch.zeros((), dtype=flat.dtype))
+    return out.reshape((graph.num_dst_nodes,) + features)
+
+
+def first_extreme_edges(graph, messages: Tensor, reduce: str) -> Tensor:
+    """Per destination and feature element, the edge unigraph's max/min pick, by a plain loop over
+    the edges in id order: the first NaN message if there is one, else the first strictly better
+    one (so the first of equal values); -1 for rows without in-edges."""
+    flat = messages.detach().reshape(messages.shape[0], math.prod(messages.shape[1:]))
+    arg = torch.full((graph.num_dst_nodes, flat.shape[1]), -1, dtype=torch.int64)
+    for k in range(flat.shape[0]):
+        v = int(graph.dst[k])
+        for j in range(flat.shape[1]):
+            value, best = float(flat[k, j]), arg[v, j]
+            if best < 0:
+                arg[v, j] = k
+                continue
+            current = float(flat[best, j])
+            if math.isnan(current):
+                continue
+            if math.isnan(value) or (value > current if reduce == "max" else value < current):
+                arg[v, j] = k
+    return arg
+
+
+def gspmm_extreme_ref(graph, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -> Tensor:
+    """gspmm max/min as documented: the value of the edge :func:`first_extreme_edges` names (0 for
+    rows without in-edges), recomputed from that edge's operands only, so the gradient reaches
+    that edge alone (exactly 0 elsewhere, even next to NaN and inf)."""
+    messages = messages_ref(graph, op, u, e)
+    features = tuple(messages.shape[1:])
+    width = math.prod(features)
+    arg = first_extreme_edges(graph, messages, reduce)
+    if messages.shape[0] == 0:
+        return messages.new_zeros((graph.num_dst_nodes,) + features)
+    slot = arg.clamp(min=0)
+    found = arg >= 0
+
+    def operand_at(x: Tensor, row_of_edge: Tensor) -> Tensor:
+        full = _pad(x, len(features) + 1).expand((x.shape[0],) + features).reshape(x.shape[0], width)
+        # 1 where no edge was found: a finite stand-in through which no gradient (not even 0 * inf) flows
+        return torch.where(found, full.gather(0, row_of_edge[slot]), torch.ones((), dtype=x.dtype))
+
+    edge_ids = torch.arange(messages.shape[0])
+    if op == "copy_u":
+        picked = operand_at(u, graph.src)
+    elif op == "copy_e":
+        picked = operand_at(e, edge_ids)
+    else:
+        picked = _binary(op[2:5], operand_at(u, graph.src), operand_at(e, edge_ids))
+    out = torch.where(found, picked, torch.zeros((), dtype=picked.dtype))
     return out.reshape((graph.num_dst_nodes,) + features)
 
 
@@ -84,3 +139,13 @@ def edge_softmax_ref(graph, scores: Tensor) -> Tensor:
         if edges.numel():
             out = out.index_put((edges,), torch.softmax(scores[edges], dim=0))
     return out
+
+
+def gat_ref(graph, h, el, er, edge_scores, slope, mask) -> Tensor:
+    z = gsddmm_ref(graph, "add", el, er, "u", "v")
+    if edge_scores is not None:
+        z = z + edge_scores
+    weights = edge_softmax_ref(graph, torch.nn.functional.leaky_relu(z, slope))
+    if mask is not None:
+        weights = weights * mask
+    return gspmm_ref(graph, "u_mul_e", "sum", h, weights.unsqueeze(-1))

@@ -102,8 +102,9 @@ def test_auto_weighs_launch_cost_on_tiny_graphs_and_traffic_on_large_ones():
 def test_auto_decision_is_cached_per_graph_and_call():
     g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
     run(g)
-    keys = [k for k in g._cache if isinstance(k, tuple) and k[0] == "auto"]
-    assert len(keys) == 1 and isinstance(keys[0][1], Request)
+    keys = [k for k in g._cache if isinstance(k, tuple) and k[:2] == ("unigraph.backends", "auto")]
+    assert len(keys) == 1 and isinstance(keys[0][2], Request)
+    assert g._cache[keys[0]] is all_backends()[unigraph.explain(g, "copy_u", "sum", torch.ones(3, 2)).backend]
 
 
 def test_info_lists_every_backend_with_what_it_runs_on():

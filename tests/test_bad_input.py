@@ -7,7 +7,7 @@ import torch
 
 import unigraph
 from unigraph import ops
-from unigraph.backends import Backend, register, all_backends
+from unigraph.backends import Backend, Contract, register, all_backends
 from unigraph.backends import _REGISTRY, _STATUS
 
 
@@ -108,6 +108,7 @@ def test_bipartite_rows_are_checked_per_side():
 class _Kernelless(Backend):
     name = "kernelless"
     summary = "test double whose dependency is missing"
+    contract = Contract(ops=())  # it declares no kernels
 
     def availability(self):
         from unigraph.backends import Availability

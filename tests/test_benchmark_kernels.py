@@ -35,7 +35,7 @@ def test_json_has_every_case_with_auto_and_its_regret(quick_run):
     cases = {(c["op"], c["graph"], c["degree"], c["width"], c["mode"]): c for c in result["cases"]}
     assert set(cases) == expected and len(result["cases"]) == len(expected)
     backends = [n for n, b in registry.all_backends().items()
-                if registry.status_of(n).ok and getattr(b, "auto_candidate", True) and not getattr(b, "slow_on_cpu", 0)]
+                if registry.status_of(n).ok and b.contract.auto and not b.contract.interpreted_on_cpu]
     assert result["implementations"]["unigraph"] == backends
     for case in result["cases"]:
         assert set(backends) | {"auto"} <= set(case["timings_ms"]), case
@@ -72,3 +72,20 @@ def test_fit_recovers_the_constants_that_generated_the_timings():
         got = fitted[backend]["spmm_sum"]
         assert got[:4] == pytest.approx(constants, rel=1e-3, abs=1e-3)
         assert got[4] < 1e-3 and got[5] == len(cases)
+
+
+def test_quick_runs_never_write_the_committed_results(capsys):
+    assert kernels.parse_args(["--quick"]).out != kernels.RESULTS  # a temporary directory
+    with pytest.raises(SystemExit):
+        kernels.parse_args(["--quick", "--out", str(kernels.RESULTS)])
+    assert "never writes into" in capsys.readouterr().err
+
+
+def test_one_op_and_backend_by_name(capsys):
+    args = kernels.parse_args(["--quick", "--ops", "u_mul_e/sum", "--backends", "numba"])
+    assert args.ops == ["u_mul_e/sum"] and args.backends == ["numba"] and not args.auto
+    assert kernels.unigraph_backends(torch.device("cpu"), args.backends) == (["numba"] if registry.status_of(
+        "numba").ok else [])
+    with pytest.raises(SystemExit):
+        kernels.parse_args(["--backends", "warp"])
+    assert "--backends: unknown ['warp']" in capsys.readouterr().err

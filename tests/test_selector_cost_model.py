@@ -72,8 +72,9 @@ def test_gpu_half_precision_extremes_cannot_go_edge_parallel(pretend_available):
 
 def test_family_name_is_never_an_auto_candidate(pretend_available):
     explanation = selector.explain_request(BALANCED, request())
-    family = next(c for c in explanation.candidates if c.name == "triton")
-    assert not family.auto and "family name" in explanation.reason
+    assert "triton" not in [c.name for c in explanation.candidates]  # auto weighs the variants themselves
+    assert {"triton_node", "triton_edge"} <= {c.name for c in explanation.candidates}
+    assert registry.family("triton").variants == ("triton_node", "triton_edge")
 
 
 def test_auto_never_picks_triton_for_cpu_calls(pretend_available):

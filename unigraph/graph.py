@@ -318,6 +318,19 @@ class Graph:
     def is_prepared(self) -> bool:
         return "tensors" in self._cache and "stats" in self._cache
 
+    def memo(self, key: Any, build: Any) -> Any:
+        """The value this graph keeps under ``key``, made by ``build()`` on the first call.
+
+        For values that depend on the graph's structure alone (a normalization, a graph with
+        self-loops, a backend decision), so that they are computed once per graph. ``key`` must
+        be hashable and say everything the value depends on besides the structure; namespace
+        it (e.g. ``("unigraph.nn", "gcn_norm", ...)``) so that callers cannot collide.
+        """
+        cache = self._cache
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
     # ------------------------------------------------------------------ transforms
     def _derived(self, src: Tensor, dst: Tensor, *, edata: dict[str, Tensor] | None = None,
                  num_src: int | None = None, num_dst: int | None = None, keep_ndata: bool = True) -> "Graph":

@@ -39,6 +39,10 @@ class GraphTensors(NamedTuple):
     def num_edges(self) -> int:
         return self.src.numel()
 
+    @property
+    def device(self) -> torch.device:
+        return self.src.device
+
     def reverse(self) -> "GraphTensors":
         """The reverse graph (every edge flipped), sharing all tensors: no work is done."""
         return GraphTensors(

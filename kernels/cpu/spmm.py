@@ -5,12 +5,14 @@ r"""g-SpMM on the CPU, node-parallel over the in-CSR.
 Copy ops read one operand row per edge: ``rows`` is ``src`` (copy_u) or ``eid`` (copy_e), so
 one kernel serves both and never touches an operand the op does not read. Binary ops map each
 output element to its element in a (broadcast) operand row with ``uoff``/``eoff`` (see
-``unigraph.ops.spec.broadcast_offsets``); per-slice edge weights ``u [N, P, Q] * e [E, P]``
+``unigraph.ops.broadcast.broadcast_offsets``); per-slice edge weights ``u [N, P, Q] * e [E, P]``
 (GAT's weighted sum, edge-weighted GCN) have their own contiguous kernel, which LLVM
 vectorizes like the copy kernels.
 
 Max/min kernels write, per output element, the source id and edge id of the winning edge (first
-on ties), as the backward pass needs them. Rows without in-edges give 0 and ids -1.
+on ties), as the backward pass needs them. A NaN message wins and stays (the result is NaN, as
+``torch.amax`` gives; the winner is the row's first NaN edge), whatever the edge order; a row
+whose messages are all -inf (max) gives -inf. Rows without in-edges give 0 and ids -1.
 """
 from __future__ import annotations
 
@@ -51,6 +53,18 @@ def gather_sum(blocks, ptr, rows, x, out):
 
 
 @numba.njit(inline="always")
+def _beats(value, best, is_max):
+    """Whether ``value`` replaces the running extreme ``best``: NaN beats everything and is never
+    replaced (NaN propagates, as in torch.amax); otherwise strictly greater (max) or smaller (min),
+    so the first of equal values is kept."""
+    if best != best:
+        return False
+    if value != value:
+        return True
+    return value > best if is_max else value < best
+
+
+@numba.njit(inline="always")
 def _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e):
     """Map the row's winning CSR slots to source and edge ids (-1 for a row without in-edges)."""
     for k in range(width):
@@ -83,7 +97,7 @@ def gather_extreme(blocks, ptr, rows, src, eid, x, is_max, out, arg_u, arg_e):
                     r = rows[p]
                     for k in range(width):
                         value = x[r, k]
-                        if (value > out[v, k]) if is_max else (value < out[v, k]):
+                        if _beats(value, out[v, k], is_max):
                             out[v, k] = value
                             slot[k] = p
             _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e)
@@ -143,7 +157,7 @@ def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, is_max, out, arg
                     s, edge = src[q], eid[q]
                     for k in range(width):
                         value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                        if (value > out[v, k]) if is_max else (value < out[v, k]):
+                        if _beats(value, out[v, k], is_max):
                             out[v, k] = value
                             slot[k] = q
             _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e)

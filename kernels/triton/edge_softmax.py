@@ -22,7 +22,8 @@ from torch import Tensor
 
 from unigraph.kernels.triton.messages import csr_row
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, check_launchable, degree_bucket, feature_block, flat, needs_int64, tuning)
+    INTERPRETER_BLOCK_E, accumulator, check_launchable, checked_grid, degree_bucket, feature_block, flat, needs_int64,
+    tuning)
 
 CONFIGS = [
     triton.Config({"BLOCK_E": 16}, num_warps=2),
@@ -31,7 +32,7 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width", "degree_bucket"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width", "degree_bucket", "INDEX_64"])
 @triton.jit
 def edge_softmax_kernel(
     # pointers
@@ -84,7 +85,7 @@ def edge_softmax(ptr: Tensor, eid: Tensor, num_dst: int, scores: Tensor) -> Tens
     if out.numel() == 0:
         return out
     block_f = feature_block(width)
-    edge_softmax_kernel[(num_dst, triton.cdiv(width, block_f))](
+    edge_softmax_kernel[checked_grid(num_dst, triton.cdiv(width, block_f))](
         ptr, eid, flat(scores, num_edges), out, width, degree_bucket(num_edges, num_dst),
         ACC=accumulator(scores.dtype), INDEX_64=needs_int64(num_edges * width), BLOCK_F=block_f)
     return out

@@ -13,7 +13,9 @@ only in registers, a ``[BLOCK_E, BLOCK_H]`` tile at a time: no E x H score tenso
 message tensor is ever written. ``M`` and ``L`` are returned (``row_max``, ``row_sum``; 0 for
 rows without in-edges) so the backward pass can recompute every ``a_e`` exactly. ``m`` is the
 optional dropout mask; the softmax normalizer ``L`` sums the unmasked weights, as in the
-composite ``edge_softmax`` then multiply.
+composite ``edge_softmax`` then multiply. ``M`` and ``L`` are kept and returned in the
+accumulation dtype (float32 for half precision): a hub's ``L`` overflows float16, and ``M`` rounded
+to float16 would shift every recomputed weight of the row.
 
 Backward (the formulas of :func:`unigraph.ops.gradients.gat_attention_backward`):
 
@@ -34,8 +36,8 @@ from torch import Tensor
 
 from unigraph.kernels.triton.messages import csr_row
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, check_launchable, degree_bucket, feature_block, needs_int64, pointer_or,
-    tuning)
+    INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, checked_grid, degree_bucket, feature_block,
+    needs_int64, pointer_or, tuning)
 from unigraph.kernels.triton.spmm_node import spmm_node
 
 # Heads per program: GAT uses 1-16; more are split over the grid.
@@ -57,6 +59,8 @@ def _fitting_configs(configs, named_args, **meta):
 
 
 PRUNE = {"early_config_prune": _fitting_configs}
+# What changes the best edge chunk: the tile's shape, the row lengths, and which optional terms it loads.
+KEY = ["heads", "feats", "degree_bucket", "HAS_EDGE_SCORES", "HAS_MASK", "INDEX_64"]
 
 
 @triton.jit
@@ -82,7 +86,7 @@ def _attention_logits(edge_side_ptr, edge_side_rows, row_term, ee_ptr, eid, head
     return z, _leaky_relu(z, negative_slope)
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["heads", "feats", "degree_bucket"],
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=KEY,
                  prune_configs_by=PRUNE)
 @triton.jit
 def gat_forward_kernel(
@@ -137,7 +141,7 @@ def gat_forward_kernel(
         tl.store(sum_ptr + row * heads + hs, run_sum.to(sum_ptr.dtype.element_ty), mask=h_mask)
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["heads", "feats", "degree_bucket"],
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=KEY,
                  prune_configs_by=PRUNE)
 @triton.jit
 def gat_backward_scores_kernel(
@@ -196,7 +200,7 @@ def gat_backward_scores_kernel(
     tl.store(d_er_ptr + row * heads + hs, d_er.to(d_er_ptr.dtype.element_ty), mask=h_mask)
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["heads", "feats", "degree_bucket"],
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=KEY,
                  prune_configs_by=PRUNE)
 @triton.jit
 def gat_backward_h_kernel(
@@ -263,13 +267,14 @@ def gat_forward(in_ptr: Tensor, in_src: Tensor, in_eid: Tensor, num_dst: int, h:
     h, el, er, edge_scores, edge_mask = _contiguous(h, el, er, edge_scores, edge_mask)
     heads, feats = h.shape[1], h.shape[2]
     out = torch.empty((num_dst, heads, feats), dtype=h.dtype, device=h.device)
-    row_max = torch.zeros((num_dst, heads), dtype=er.dtype, device=h.device)
-    row_sum = torch.zeros((num_dst, heads), dtype=er.dtype, device=h.device)
+    # the statistics stay in the accumulation dtype: a hub's row sum overflows float16
+    row_max = torch.zeros((num_dst, heads), dtype=accumulator_torch(h.dtype), device=h.device)
+    row_sum = torch.zeros((num_dst, heads), dtype=accumulator_torch(h.dtype), device=h.device)
     if num_dst == 0 or heads == 0:
         return out, row_max, row_sum
     block_h, block_f = _blocks(heads, feats)
     num_edges = in_src.numel()
-    grid = (num_dst, triton.cdiv(heads, block_h), max(triton.cdiv(feats, block_f), 1))
+    grid = checked_grid(num_dst, triton.cdiv(heads, block_h), max(triton.cdiv(feats, block_f), 1))
     gat_forward_kernel[grid](
         in_ptr, in_src, in_eid, h, el, er, pointer_or(edge_scores, el), pointer_or(edge_mask, el), out, row_max,
         row_sum, heads, feats, degree_bucket(num_edges, num_dst), float(negative_slope),
@@ -297,16 +302,16 @@ def gat_backward(in_csr: tuple[Tensor, Tensor, Tensor], out_csr: tuple[Tensor, T
     if need[0]:
         dh = torch.empty_like(h)
         if dh.numel():
-            gat_backward_h_kernel[(num_src, triton.cdiv(heads, block_h), triton.cdiv(feats, block_f))](
+            gat_backward_h_kernel[checked_grid(num_src, triton.cdiv(heads, block_h), triton.cdiv(feats, block_f))](
                 *out_csr, el, er, ee, mask, row_max, row_sum, go, dh,
                 heads, feats, degree_bucket(num_edges, num_src), float(negative_slope), **meta)
     if any(need[1:]):
         dz = torch.zeros((num_edges, heads), dtype=el.dtype, device=el.device)
         d_er = torch.zeros_like(er)
         if num_edges and heads:
-            gat_backward_scores_kernel[(num_dst, triton.cdiv(heads, block_h))](
+            gat_backward_scores_kernel[checked_grid(num_dst, triton.cdiv(heads, block_h))](
                 *in_csr, h, el, er, ee, mask, out, row_max, row_sum, go, dz, d_er,
                 heads, feats, degree_bucket(num_edges, num_dst), float(negative_slope), **meta)
         if need[1]:
-            d_el = spmm_node(*out_csr, num_src, "copy_e", "sum", None, dz)[0]
+            d_el = spmm_node(*out_csr, num_src, "copy_e", "sum", None, dz, (heads,), None, None)[0]
     return dh, d_el, (d_er if need[2] else None), (dz if need[3] else None)

@@ -23,6 +23,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from unigraph.kernels import accumulator_dtype
+
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 
 # Widest feature block one program handles: a [BLOCK_E, 128] float32 tile of gathered rows is
@@ -51,7 +53,7 @@ def accumulator(dtype: torch.dtype):
 
 
 def accumulator_torch(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+    return accumulator_dtype(dtype)
 
 
 def feature_block(width: int) -> int:
@@ -63,6 +65,20 @@ def degree_bucket(num_edges: int, num_rows: int) -> int:
     """log2 of the mean degree, an autotune key: rows of 2 and 200 edges want different
     edge-chunk sizes, but retuning for every graph size would be wasteful."""
     return int(math.log2(max(num_edges, 1) / max(num_rows, 1)) + 0.5) if num_edges else 0
+
+
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # programs per CUDA grid axis
+
+
+def checked_grid(*grid: int) -> tuple[int, ...]:
+    """``grid`` after checking it against CUDA's limits per axis (a larger one would fail to
+    launch, or on some drivers silently run part of the work). Edge-parallel kernels put all
+    their programs on axis 0; node-parallel ones put rows there and feature blocks on the others."""
+    for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if size > limit:
+            raise ValueError(f"a Triton launch needs {size} programs on grid axis {axis}, more than CUDA's limit of "
+                             f"{limit} (grid {grid}): the graph or the feature width is too large for these kernels")
+    return grid
 
 
 def check_launchable(*tensors: Tensor | None) -> None:

@@ -8,7 +8,8 @@ where the target ``t(j)`` of edge ``j = (s, v)`` is ``s`` (u), ``v`` (v) or ``j`
 the program that owns its edge: no atomics, and the edge id order of the output is the COO order.
 
 ``dot`` reduces the last feature dimension ``D``; its kernel runs one program per (edge block,
-output column) and loops over ``D`` in chunks, so wide dot products (GAT's attention gradient
+output column), both on grid axis 0 (the only one without CUDA's 65535 cap), and loops over
+``D`` in chunks, so wide dot products (GAT's attention gradient
 ``<h_u, go_v>`` per head) never hold a ``[BLOCK_E, D]`` tile larger than ``BLOCK_D`` columns.
 """
 from __future__ import annotations
@@ -20,10 +21,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from unigraph.kernels.triton.messages import combine, edge_tile, offsets_for, operand_columns, target_rows
+from unigraph.kernels.triton.messages import combine, edge_tile, operand_columns, target_rows
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, check_launchable, feature_block, flat, needs_int64, pointer_or, tuning)
-from unigraph.ops.spec import broadcast_feature_shape
+    INTERPRETER_BLOCK_E, accumulator, check_launchable, checked_grid, feature_block, flat, needs_int64, pointer_or,
+    tuning)
 
 CONFIGS = [
     triton.Config({"BLOCK_E": 32}, num_warps=4),
@@ -32,7 +33,8 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["width", "OP", "LHS_TARGET", "RHS_TARGET", "LHS_BROADCAST", "RHS_BROADCAST", "INDEX_64"])
 @triton.jit
 def sddmm_kernel(
     # pointers
@@ -44,7 +46,7 @@ def sddmm_kernel(
     RHS_BROADCAST: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr,
     BLOCK_F: tl.constexpr,
 ):
-    edges, edge_mask, cols, col_mask, mask = edge_tile(num_edges, width, INDEX_64, BLOCK_E, BLOCK_F)
+    edges, edge_mask, cols, col_mask, mask, _start = edge_tile(num_edges, width, INDEX_64, BLOCK_E, BLOCK_F)
     if OP != "copy_rhs":
         lhs_rows = target_rows(src_ptr, dst_ptr, edges, edge_mask, LHS_TARGET, INDEX_64)
         lhs_cols = operand_columns(lhs_off_ptr, cols, col_mask, LHS_BROADCAST)
@@ -62,7 +64,8 @@ def sddmm_kernel(
     tl.store(out_ptr + edges[:, None] * width + cols[None, :], out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["out_width", "depth"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["out_width", "depth", "LHS_TARGET", "RHS_TARGET", "LHS_BROADCAST", "RHS_BROADCAST", "INDEX_64"])
 @triton.jit
 def sddmm_dot_kernel(
     # pointers
@@ -73,11 +76,11 @@ def sddmm_dot_kernel(
     LHS_TARGET: tl.constexpr, RHS_TARGET: tl.constexpr, LHS_BROADCAST: tl.constexpr, RHS_BROADCAST: tl.constexpr,
     ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    block = tl.program_id(0)
-    column = tl.program_id(1)  # output column: the position among the leading (non-dot) dims
+    pid = tl.program_id(0)  # (edge block, output column) pairs, columns fastest: axis 0 has room
     if INDEX_64:
-        block = block.to(tl.int64)
-        column = column.to(tl.int64)
+        pid = pid.to(tl.int64)
+    block = pid // out_width
+    column = pid % out_width  # output column: the position among the leading (non-dot) dims
     edges = block * BLOCK_E + tl.arange(0, BLOCK_E)
     edge_mask = edges < num_edges
     lhs_rows = target_rows(src_ptr, dst_ptr, edges, edge_mask, LHS_TARGET, INDEX_64)
@@ -98,7 +101,8 @@ def sddmm_dot_kernel(
 
 # ---------------------------------------------------------------------- launcher
 def sddmm(src: Tensor, dst: Tensor, op: str, lhs: Tensor | None, rhs: Tensor | None,
-          lhs_target: str, rhs_target: str) -> Tensor:
+          lhs_target: str, rhs_target: str, full: tuple[int, ...], lhs_off: Tensor | None,
+          rhs_off: Tensor | None) -> Tensor:
     """g-SDDMM over the COO edges ``src[j] -> dst[j]``: ``[E, *features]`` in edge-id order.
 
     Args:
@@ -106,23 +110,20 @@ def sddmm(src: Tensor, dst: Tensor, op: str, lhs: Tensor | None, rhs: Tensor | N
         lhs, rhs: operands on their targets' rows (None for the unused side of a copy), equal
             rank, broadcastable feature shapes (``dot``: equal last dimension).
         lhs_target, rhs_target: u, v or e.
+        full: the broadcast feature shape of the operands (for dot: before it reduces the last
+            dimension to 1).
+        lhs_off, rhs_off: each operand's broadcast offset table into ``full`` (None: it has
+            that shape itself).
     """
     check_launchable(src, lhs, rhs)
     like = lhs if lhs is not None else rhs
     num_edges = src.numel()
-    if op == "copy_lhs":
-        full = tuple(lhs.shape[1:])
-    elif op == "copy_rhs":
-        full = tuple(rhs.shape[1:])
-    else:  # the broadcast shape before a dot reduces its last dimension
-        full = broadcast_feature_shape("mul", tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
     features = full[:-1] + (1,) if op == "dot" else full
     out = torch.empty((num_edges,) + features, dtype=like.dtype, device=like.device)
     if out.numel() == 0:
         return out
     lhs2 = flat(lhs, lhs.shape[0]) if lhs is not None else None
     rhs2 = flat(rhs, rhs.shape[0]) if rhs is not None else None
-    lhs_off, rhs_off = offsets_for(lhs, full), offsets_for(rhs, full)
     index_64 = needs_int64(num_edges * math.prod(full), lhs2.numel() if lhs2 is not None else 0,
                            rhs2.numel() if rhs2 is not None else 0)
     args = (src, dst, pointer_or(lhs2, out), pointer_or(rhs2, out), pointer_or(lhs_off, src),
@@ -133,11 +134,11 @@ def sddmm(src: Tensor, dst: Tensor, op: str, lhs: Tensor | None, rhs: Tensor | N
     if op == "dot":
         depth = full[-1]
         out_width = math.prod(features)
-        sddmm_dot_kernel[lambda m: (triton.cdiv(num_edges, m["BLOCK_E"]), out_width)](
+        sddmm_dot_kernel[lambda m: checked_grid(triton.cdiv(num_edges, m["BLOCK_E"]) * out_width)](
             *args, num_edges, out_width, depth, *widths, BLOCK_D=feature_block(depth), **meta)
     else:
         width = math.prod(features)
         block_f = feature_block(width)
-        sddmm_kernel[lambda m: (triton.cdiv(num_edges, m["BLOCK_E"]), triton.cdiv(width, block_f))](
+        sddmm_kernel[lambda m: checked_grid(triton.cdiv(num_edges, m["BLOCK_E"]) * triton.cdiv(width, block_f))](
             *args, num_edges, width, *widths, OP=op, BLOCK_F=block_f, **meta)
     return out

@@ -23,7 +23,10 @@ max / min
     the node-parallel kernel picks. Triton implements float atomic max/min for float32 and
     float64 only (by the sign-split integer trick: signed max on non-negative bit patterns,
     unsigned min on negative ones), so half precision cannot use this kernel; the backend
-    reports that and the ``triton`` backend runs those calls node-parallel.
+    reports that and the ``triton`` backend runs those calls node-parallel. That trick lets a
+    NaN win only with the right sign bit, so NaN messages are given it first
+    (:func:`~unigraph.kernels.triton.messages.signed_nan`): NaN propagates, and the arg pass
+    matches NaN with NaN.
 """
 from __future__ import annotations
 
@@ -34,16 +37,16 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from unigraph.backends.base import take_or_minus_one
-from unigraph.kernels.triton.messages import combine, edge_tile, kernel_op, message_shape, offsets_for, operand_columns
+from unigraph.kernels.triton.messages import combine, edge_tile, operand_columns, signed_nan
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, feature_block, flat, needs_int64,
-    pointer_or, tuning)
+    INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, checked_grid, feature_block, flat,
+    needs_int64, pointer_or, tuning)
 
 ATOMIC_DTYPES_FOR_EXTREMES = (torch.float32, torch.float64)
 
 # Larger edge blocks amortize the index loads; the autotuner restores the accumulator between
-# trials (restore_value), since every trial adds into it.
+# trials (restore_value), since every trial adds into it (tests/test_triton_kernels.py checks it).
+RESTORE = ["acc_ptr", "arg_e_ptr"]
 CONFIGS = [
     triton.Config({"BLOCK_E": 32}, num_warps=4),
     triton.Config({"BLOCK_E": 64}, num_warps=4),
@@ -51,8 +54,9 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width"],
-                 restore_value=["acc_ptr", "arg_e_ptr"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["width", "OP", "REDUCE", "ARG_PASS", "U_BROADCAST", "E_BROADCAST", "INDEX_64"],
+                 restore_value=RESTORE)
 @triton.jit
 def spmm_edge_kernel(
     # pointers
@@ -64,7 +68,7 @@ def spmm_edge_kernel(
     E_BROADCAST: tl.constexpr, ACC: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_E: tl.constexpr,
     BLOCK_F: tl.constexpr,
 ):
-    edges, edge_mask, cols, col_mask, mask = edge_tile(num_edges, width, INDEX_64, BLOCK_E, BLOCK_F)
+    edges, edge_mask, cols, col_mask, mask, block_start = edge_tile(num_edges, width, INDEX_64, BLOCK_E, BLOCK_F)
     dst = tl.load(dst_ptr + edges, mask=edge_mask, other=0)
     if not INDEX_64:
         dst = dst.to(tl.int32)
@@ -85,14 +89,16 @@ def spmm_edge_kernel(
         msg = combine(xu, xe, OP)
 
     out_at = dst[:, None] * width + cols[None, :]
+    if REDUCE != "sum":  # the NaN that wins this atomic (see signed_nan)
+        msg = tl.where(msg != msg, signed_nan(msg, REDUCE == "min", ACC), msg)
     if ARG_PASS:
         best = tl.load(acc_ptr + out_at, mask=mask, other=0)
         edge_ids = tl.broadcast_to(edges[:, None].to(tl.int64), (BLOCK_E, BLOCK_F))
-        tl.atomic_min(arg_e_ptr + out_at, edge_ids, mask=mask & (msg == best))
+        hit = (msg == best) | ((msg != msg) & (best != best))
+        tl.atomic_min(arg_e_ptr + out_at, edge_ids, mask=mask & hit)
     elif REDUCE == "sum":
         msg = tl.where(mask, msg, 0.0)
-        block_start = tl.program_id(0).to(edges.dtype) * BLOCK_E  # the block's first edge always exists
-        first = tl.load(dst_ptr + block_start).to(dst.dtype)
+        first = tl.load(dst_ptr + block_start).to(dst.dtype)  # the block's first edge always exists
         lowest = tl.min(tl.where(edge_mask, dst, first), axis=0)
         highest = tl.max(tl.where(edge_mask, dst, first), axis=0)
         if lowest == highest:  # one destination for the whole block: sum first, one atomic per column
@@ -107,18 +113,19 @@ def spmm_edge_kernel(
 
 # ---------------------------------------------------------------------- launcher
 def spmm_edge(src: Tensor, dst: Tensor, num_dst: int, op: str, reduce: str, u: Tensor | None,
-              e: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+              e: Tensor | None, features: tuple[int, ...], u_off: Tensor | None,
+              e_off: Tensor | None) -> tuple[Tensor, Tensor | None]:
     """g-SpMM over the COO edges ``src[j] -> dst[j]`` (edge id ``j``) into ``num_dst`` rows.
 
-    Same arguments and results as :func:`unigraph.kernels.triton.spmm_node.spmm_node`; max/min
-    need float32 or float64 features (see the module docstring).
+    Same arguments as :func:`unigraph.kernels.triton.spmm_node.spmm_node`; max/min need float32
+    or float64 features (see the module docstring). Returns ``(out, arg_e)``: the edge id of
+    each element's extreme edge (-1 for rows without edges) for max/min, None for sum.
     """
     check_launchable(src, u, e)
     like = u if u is not None else e
     if reduce != "sum" and like.dtype not in ATOMIC_DTYPES_FOR_EXTREMES:
         raise TypeError(f"edge-parallel {reduce} needs float32 or float64 features (Triton has no "
                         f"{like.dtype} atomic {reduce}); use the node-parallel kernel")
-    features = message_shape(op, u, e)
     width = math.prod(features)
     num_edges = src.numel()
     acc_dtype = accumulator_torch(like.dtype)
@@ -128,10 +135,9 @@ def spmm_edge(src: Tensor, dst: Tensor, num_dst: int, op: str, reduce: str, u: T
     if num_edges and width:
         u2 = flat(u, u.shape[0]) if u is not None else None
         e2 = flat(e, num_edges) if e is not None else None
-        u_off, e_off = offsets_for(u, features), offsets_for(e, features)
         block_f = feature_block(width)
         common = dict(
-            OP=kernel_op(op), REDUCE=reduce, U_BROADCAST=u_off is not None, E_BROADCAST=e_off is not None,
+            OP=op, REDUCE=reduce, U_BROADCAST=u_off is not None, E_BROADCAST=e_off is not None,
             ACC=accumulator(like.dtype), BLOCK_F=block_f,
             INDEX_64=needs_int64(num_dst * width, num_edges * width, u2.numel() if u2 is not None else 0,
                                  e2.numel() if e2 is not None else 0))
@@ -140,15 +146,14 @@ def spmm_edge(src: Tensor, dst: Tensor, num_dst: int, op: str, reduce: str, u: T
                 u2.shape[1] if u2 is not None else 0, e2.shape[1] if e2 is not None else 0)
 
         def grid(meta):
-            return (triton.cdiv(num_edges, meta["BLOCK_E"]), triton.cdiv(width, block_f))
+            return checked_grid(triton.cdiv(num_edges, meta["BLOCK_E"]) * triton.cdiv(width, block_f))
 
         spmm_edge_kernel[grid](*args, ARG_PASS=False, **common)
         if reduce != "sum":
             spmm_edge_kernel[grid](*args, ARG_PASS=True, **common)
     out_shape = (num_dst,) + features
     if reduce == "sum":
-        return acc.to(like.dtype).reshape(out_shape), None, None
+        return acc.to(like.dtype).reshape(out_shape), None
     found = arg_e < num_edges
     out = torch.where(found, acc, torch.zeros((), dtype=acc_dtype, device=acc.device)).to(like.dtype)
-    arg_e = torch.where(found, arg_e, -1)
-    return out.reshape(out_shape), take_or_minus_one(src, arg_e).reshape(out_shape), arg_e.reshape(out_shape)
+    return out.reshape(out_shape), torch.where(found, arg_e, -1).reshape(out_shape)

@@ -11,8 +11,9 @@ Each program walks its row in chunks of ``BLOCK_E`` edges: it gathers a ``[BLOCK
 tile of messages, reduces it along the edges and keeps the running result in registers, so every
 output element is written once, without atomics, and the result is deterministic. For max/min
 it also keeps the CSR position of the extreme edge (the first one on ties: strict comparisons
-across chunks, the lowest index inside one) and finally writes that edge's source and id, the
-``arg_u``/``arg_e`` the backward pass scatters to (-1 for rows without in-edges, whose value is 0).
+across chunks, the lowest index inside one; a NaN beats every number, so NaN propagates and the
+first NaN edge is the arg) and finally writes that edge's source and id, the ``arg_u``/``arg_e``
+the backward pass scatters to (-1 for rows without in-edges, whose value is 0).
 
 Work is balanced when degrees are: one program serializes its whole row, so a hub with a
 million in-edges keeps one program busy while the rest of the GPU idles (the edge-parallel
@@ -27,9 +28,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from unigraph.kernels.triton.messages import combine, csr_row, kernel_op, message_shape, offsets_for, operand_columns
+from unigraph.kernels.triton.messages import beats, combine, csr_row, extreme_with_index, operand_columns
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, check_launchable, degree_bucket, feature_block, flat, needs_int64,
+    INTERPRETER_BLOCK_E, accumulator, check_launchable, checked_grid, degree_bucket, feature_block, flat, needs_int64,
     pointer_or, tuning)
 
 # Edge-chunk sizes to try: short chunks waste fewer masked lanes on low-degree rows, long ones
@@ -42,7 +43,8 @@ CONFIGS = [
 ]
 
 
-@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E), key=["width", "degree_bucket"])
+@triton.autotune(configs=tuning(CONFIGS, BLOCK_E=INTERPRETER_BLOCK_E),
+                 key=["width", "degree_bucket", "OP", "REDUCE", "U_BROADCAST", "E_BROADCAST", "INDEX_64"])
 @triton.jit
 def spmm_node_kernel(
     # pointers
@@ -88,12 +90,12 @@ def spmm_node_kernel(
             acc += tl.sum(tl.where(mask, msg, 0.0), axis=0)
         else:
             if REDUCE == "max":
-                chunk_best, chunk_arg = tl.max(tl.where(mask, msg, -float("inf")), axis=0, return_indices=True)
-                better = chunk_best > best
+                padded = tl.where(mask, msg, -float("inf"))
             else:
-                chunk_best, chunk_arg = tl.min(tl.where(mask, msg, float("inf")), axis=0, return_indices=True)
-                better = chunk_best < best
-            better = better | (best_pos < 0)  # the first chunk always counts, even at +-inf
+                padded = tl.where(mask, msg, float("inf"))
+            chunk_best, chunk_arg = extreme_with_index(padded, BLOCK_E, REDUCE == "max")
+            # the first chunk always counts (even at +-inf); a NaN, once there, stays
+            better = beats(chunk_best, best, REDUCE == "max") | (best_pos < 0)
             best = tl.where(better, chunk_best, best)
             best_pos = tl.where(better, (first + chunk_arg).to(tl.int64), best_pos)
 
@@ -111,20 +113,22 @@ def spmm_node_kernel(
 
 # ---------------------------------------------------------------------- launcher
 def spmm_node(ptr: Tensor, src: Tensor, eid: Tensor, num_dst: int, op: str, reduce: str,
-              u: Tensor | None, e: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+              u: Tensor | None, e: Tensor | None, features: tuple[int, ...], u_off: Tensor | None,
+              e_off: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """g-SpMM over the in-CSR ``(ptr, src, eid)`` with ``num_dst`` rows.
 
     Args:
-        op: a gspmm op (copy_u, copy_e, u_add_e, u_sub_e, u_mul_e, u_div_e).
+        op: copy_u, copy_e, or the binary op of the messages: add, sub, mul, div.
         reduce: sum, max or min.
         u, e: source and edge features of equal rank with broadcastable feature shapes.
+        features: the output feature shape.
+        u_off, e_off: each operand's broadcast offset table (None: it has the output's shape).
 
     Returns ``(out [num_dst, *features], arg_u, arg_e)``; the arg tensors (source node and edge
     id of the extreme edge, -1 for rows without edges) only for max/min, None for sum.
     """
     check_launchable(ptr, u, e)
     like = u if u is not None else e
-    features = message_shape(op, u, e)
     width = math.prod(features)
     out = torch.empty((num_dst,) + features, dtype=like.dtype, device=like.device)
     extreme = reduce != "sum"
@@ -135,18 +139,17 @@ def spmm_node(ptr: Tensor, src: Tensor, eid: Tensor, num_dst: int, op: str, redu
     num_edges = eid.numel()
     u2 = flat(u, u.shape[0]) if u is not None else None
     e2 = flat(e, num_edges) if e is not None else None
-    u_off, e_off = offsets_for(u, features), offsets_for(e, features)
     u_width = u2.shape[1] if u2 is not None else 0
     e_width = e2.shape[1] if e2 is not None else 0
     index_64 = needs_int64(num_dst * width, num_edges, (u2.numel() if u2 is not None else 0),
                            (e2.numel() if e2 is not None else 0))
     block_f = feature_block(width)
-    grid = (num_dst, triton.cdiv(width, block_f))
+    grid = checked_grid(num_dst, triton.cdiv(width, block_f))
     spmm_node_kernel[grid](
         ptr, src, eid, pointer_or(u2, out), pointer_or(e2, out), pointer_or(u_off, ptr), pointer_or(e_off, ptr), out,
         pointer_or(arg_u, ptr), pointer_or(arg_e, ptr),
         width, u_width, e_width, degree_bucket(num_edges, num_dst),
-        OP=kernel_op(op), REDUCE=reduce, U_BROADCAST=u_off is not None, E_BROADCAST=e_off is not None,
+        OP=op, REDUCE=reduce, U_BROADCAST=u_off is not None, E_BROADCAST=e_off is not None,
         ACC=accumulator(like.dtype), INDEX_64=index_64, BLOCK_F=block_f,
     )
     return out, arg_u, arg_e

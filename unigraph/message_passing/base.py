@@ -180,9 +180,11 @@ class MessagePassing(torch.nn.Module):
         key = tuple(key_parts)
         if key and key in self._traces:
             return self._traces[key]
-        return self._new_trace(key, inputs)
+        # tracing runs eagerly; under torch.compile, warm the cache with one eager call. (Disabled
+        # only while compiling: torch.compiler.disable imports torch._dynamo, ~1 s at import.)
+        new_trace = torch.compiler.disable(self._new_trace) if torch.compiler.is_compiling() else self._new_trace
+        return new_trace(key, inputs)
 
-    @torch.compiler.disable  # tracing runs eagerly; under torch.compile, warm the cache with one eager call
     def _new_trace(self, key: tuple, inputs: list[tuple[str, str, Any]]) -> Traced | str:
         def call(factory):
             arguments = {name: factory(name, domain) if isinstance(value, Tensor) else value

@@ -25,6 +25,7 @@ from unigraph.graph import Graph
 from unigraph.message_passing.lazy import Interpreter, Pending, Record, Rows
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.tracing import E, TRACE_ERRORS, U, V, trace
+from unigraph.ops.broadcast import with_rank
 
 _STORE_OF = {U: "srcdata", V: "dstdata", E: "edata"}
 
@@ -85,7 +86,7 @@ def _builtin_messages(g: Graph, fn: MessageFunction, interpreter: Interpreter) -
     if fn.op == "copy":
         return {fn.out_field: lhs}
     rhs = Rows(fn.rhs_target, _field_value(g, fn.rhs_target, fn.rhs_field))
-    lhs, rhs = _same_rank(lhs, rhs)  # DGL broadcasting pads trailing dims, torch pads leading ones
+    lhs, rhs = _same_rank(lhs, rhs)  # DGL's broadcasting: 1s right after the row dim (unigraph.ops.broadcast)
     if fn.op == "dot":
         return {fn.out_field: interpreter.dot(Pending("mul", lhs, rhs), keepdim=True)}
     return {fn.out_field: Pending(fn.op, lhs, rhs)}
@@ -93,11 +94,7 @@ def _builtin_messages(g: Graph, fn: MessageFunction, interpreter: Interpreter) -
 
 def _same_rank(a: Rows, b: Rows) -> tuple[Rows, Rows]:
     rank = max(a.tensor.dim(), b.tensor.dim())
-
-    def padded(r: Rows) -> Rows:
-        t = r.tensor
-        return r if t.dim() == rank else Rows(r.domain, t.reshape(tuple(t.shape) + (1,) * (rank - t.dim())))
-    return padded(a), padded(b)
+    return Rows(a.domain, with_rank(a.tensor, rank)), Rows(b.domain, with_rank(b.tensor, rank))
 
 
 def _udf_messages(g: Graph, fn: Callable, interpreter: Interpreter, record: Record) -> tuple[dict[str, Any], Any]:

@@ -42,6 +42,7 @@ from torch import Tensor
 from unigraph import ops
 from unigraph.message_passing.rowwise import is_rowwise
 from unigraph.message_passing.tracing import CONST, DOMAIN_NAMES, E, U, V, Instruction, Ref, Traced, map_structure
+from unigraph.ops.broadcast import broadcast_feature_shape
 
 _FLIPPED = {"sum": "sum", "mean": "mean", "max": "min", "min": "max"}  # reduce of the negation
 _BINARY = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
@@ -68,7 +69,7 @@ class Pending:
     rhs: "Rows | Pending"
 
     def feature_shape(self) -> tuple[int, ...]:
-        return tuple(torch.broadcast_shapes(_feature_shape(self.lhs), _feature_shape(self.rhs)))
+        return broadcast_feature_shape(self.op, _feature_shape(self.lhs), _feature_shape(self.rhs))
 
     def rank(self) -> int:
         return len(self.feature_shape()) + 1

@@ -101,9 +101,7 @@ class GCNConv(MessagePassing):
             return self._cached_norm[1], self._cached_norm[2]
         if edge_weight is None:  # a function of the structure alone: cache it on the graph
             key = ("unigraph.nn", "gcn_norm", self.improved, self.add_self_loops, dtype)
-            if key not in g._cache:
-                g._cache[key] = self._normalize(g, None, dtype)
-            result = g._cache[key]
+            result = g.memo(key, lambda: self._normalize(g, None, dtype))
         else:
             result = self._normalize(g, edge_weight, dtype)
         if self.cached:

@@ -31,17 +31,18 @@ class SelfLooped:
 
 def with_self_loops(g: Graph) -> SelfLooped:
     """``g`` without its self-loops and with one loop per node (cached on ``g``)."""
-    cached = g._cache.get(_CACHE_KEY)
-    if cached is None:
-        is_loop = g.src == g.dst
-        kept = (~is_loop).nonzero().flatten()
-        dropped = is_loop.nonzero().flatten()
-        num_loops = min(g.num_src_nodes, g.num_dst_nodes)
-        loops = torch.arange(num_loops, device=g.device)
-        edge_index = torch.stack([torch.cat([g.src[kept], loops]), torch.cat([g.dst[kept], loops])])
-        if g.is_bipartite:
-            graph = Graph(edge_index, num_src_nodes=g.num_src_nodes, num_dst_nodes=g.num_dst_nodes)
-        else:
-            graph = Graph(edge_index, num_nodes=g.num_src_nodes)
-        cached = g._cache[_CACHE_KEY] = SelfLooped(graph, kept, dropped, num_loops)
-    return cached
+    return g.memo(_CACHE_KEY, lambda: _build(g))
+
+
+def _build(g: Graph) -> SelfLooped:
+    is_loop = g.src == g.dst
+    kept = (~is_loop).nonzero().flatten()
+    dropped = is_loop.nonzero().flatten()
+    num_loops = min(g.num_src_nodes, g.num_dst_nodes)
+    loops = torch.arange(num_loops, device=g.device)
+    edge_index = torch.stack([torch.cat([g.src[kept], loops]), torch.cat([g.dst[kept], loops])])
+    if g.is_bipartite:
+        graph = Graph(edge_index, num_src_nodes=g.num_src_nodes, num_dst_nodes=g.num_dst_nodes)
+    else:
+        graph = Graph(edge_index, num_nodes=g.num_src_nodes)
+    return SelfLooped(graph, kept, dropped, num_loops)

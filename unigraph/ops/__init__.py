@@ -7,15 +7,19 @@
 * :func:`edge_softmax`: softmax of edge scores over the in-edges of each destination.
 * :func:`gat_attention`: GAT's scores + edge softmax + weighted sum, fused where a backend can.
 
-Each call checks its input (raising ``ValueError``/``TypeError`` that names the problem), asks
-the selector for a backend (see :func:`unigraph.explain`) and runs that backend's kernel through
-:mod:`unigraph.ops.custom` (registered PyTorch custom operators), so every op is differentiable
-on every backend and traceable by ``torch.compile``.
+Each call takes the graph's tensors once (``g.tensors()``), checks its input (raising
+``ValueError``/``TypeError`` that names the op and the problem, before any kernel runs), views
+the operands at equal rank (DGL's broadcasting, :mod:`unigraph.ops.broadcast`), asks the
+selector for a backend (see :func:`unigraph.explain`) and calls that backend's autograd
+Function (:mod:`unigraph.ops.custom`; registered PyTorch custom operators while compiling), so
+every op is differentiable, twice, on every backend and traceable by ``torch.compile``.
 
 Semantics shared by every backend: a destination without in-edges gets 0 for every reduce;
-max/min send their gradient to the arg-extreme edge (on exact ties, to one of the tied edges);
-mean divides by the in-degree. Feature shapes broadcast as in DGL (see
-:mod:`unigraph.ops.spec`).
+max/min are the true extreme of the messages (-inf for a row whose messages are all -inf, NaN
+for a row with a NaN message, as ``torch.amax``), and send their gradient to the arg-extreme
+edge: the first in edge-id order among exact ties, the first NaN edge of a NaN row; mean divides
+by the in-degree. Under ``torch.autocast`` the operands are cast to the autocast dtype (float64
+excepted, as torch does), softmax statistics and accumulators stay float32.
 """
 from __future__ import annotations
 
@@ -24,35 +28,41 @@ import math
 import torch
 from torch import Tensor
 
-from unigraph.backends import Request
-from unigraph.backends import selector
+from unigraph.backends import Request, selector
 from unigraph.graph import Graph
+from unigraph.ops.broadcast import with_rank
 from unigraph.ops.custom import (  # importing it registers torch.ops.unigraph.*
     call_edge_softmax, call_gat_attention, call_gsddmm, call_gspmm)
 from unigraph.ops.spec import (
     GSDDMM_OPS, GSPMM_OPS, REDUCES, check_edge_scores, check_gat_attention, check_gsddmm, check_gspmm)
+from unigraph.structure import GraphTensors
+
+_AUTOCAST_ELIGIBLE = (torch.float16, torch.bfloat16, torch.float32)  # torch's autocast leaves float64 alone
 
 
-def _check_graph(g) -> Graph:
+def _tensors(g) -> GraphTensors:
+    """The graph's tensors, through the one Graph method every call goes through."""
     if not isinstance(g, Graph):
         raise TypeError(f"expected a unigraph.Graph, got {type(g).__name__}; build one with unigraph.Graph(edge_index)")
     if torch.compiler.is_compiling() and not g.is_prepared():
         raise RuntimeError("torch.compile needs the graph's formats built before tracing: call g.prepare() "
                            "once (eagerly) before running the compiled model")
-    return g
+    return g.tensors()
 
 
-def _with_rank(t: Tensor | None, ndim: int) -> Tensor | None:
-    """View ``t`` with trailing singleton dims up to ``ndim`` dims (DGL's broadcasting rule)."""
-    if t is None or t.dim() == ndim:
-        return t
-    return t.reshape(tuple(t.shape) + (1,) * (ndim - t.dim()))
+def _autocast(device: torch.device, *tensors):
+    """Under ``torch.autocast`` on ``device``, every floating operand in the autocast dtype (so
+    mixed float32/bfloat16 operands agree); outside it, the operands as they are."""
+    if not torch.is_autocast_enabled(device.type):
+        return tensors
+    dtype = torch.get_autocast_dtype(device.type)
+    return tuple(t.to(dtype) if isinstance(t, Tensor) and t.dtype in _AUTOCAST_ELIGIBLE else t for t in tensors)
 
 
 def _aligned(a: Tensor | None, b: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
     """Both operands at equal rank with at least one feature dimension (what kernels expect)."""
     ndim = max(2, a.dim() if a is not None else 0, b.dim() if b is not None else 0)
-    return _with_rank(a, ndim), _with_rank(b, ndim)
+    return with_rank(a, ndim), with_rank(b, ndim)
 
 
 def _request(kind: str, op: str, reduce: str | None, features: tuple, like: Tensor) -> Request:
@@ -68,20 +78,20 @@ def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | N
         op: one of ``copy_u``, ``copy_e``, ``u_add_e``, ``u_sub_e``, ``u_mul_e``, ``u_div_e``.
         reduce: one of ``sum``, ``mean``, ``max``, ``min``.
         u: source-node features ``[num_src_nodes, *]`` (all ops but copy_e).
-        e: edge features ``[num_edges, *]`` (all ops but copy_u), broadcast against ``u``.
+        e: edge features ``[num_edges, *]`` (all ops but copy_u), broadcast against ``u`` by
+            DGL's rule (feature shapes aligned from the right: ``[E, H, 1]`` weighs ``[N, H, F]``).
         backend: run on this backend instead of the current choice.
 
     Returns:
         ``[num_dst_nodes, *broadcast feature shape]``; 0 for destinations without in-edges.
     """
-    _check_graph(g)
-    features = check_gspmm(g, op, reduce, u, e)
-    u_k, e_k = _aligned(u, e)
-    like = u_k if u_k is not None else e_k
-    name = selector.choose(g, _request("gspmm", op, reduce, features, like), backend,
-                           trial=lambda n: call_gspmm(g.tensors(), n, op, reduce, u_k, e_k))
-    out = call_gspmm(g.tensors(), name, op, reduce, u_k, e_k)
-    return out.reshape((g.num_dst_nodes,) + features)
+    gt = _tensors(g)
+    u, e = _autocast(gt.device, u, e)
+    features = check_gspmm(gt, op, reduce, u, e)
+    u, e = _aligned(u, e)
+    request = _request("gspmm", op, reduce, features, u if u is not None else e)
+    chosen = selector.choose(g, request, backend, trial=lambda b: call_gspmm(gt, b, op, reduce, u, e))
+    return call_gspmm(gt, chosen, op, reduce, u, e).reshape((gt.num_dst,) + features)
 
 
 def gsddmm(g: Graph, op: str, lhs: Tensor | None, rhs: Tensor | None, lhs_target: str = "u",
@@ -91,39 +101,41 @@ def gsddmm(g: Graph, op: str, lhs: Tensor | None, rhs: Tensor | None, lhs_target
     Args:
         g: the graph.
         op: one of ``add``, ``sub``, ``mul``, ``div``, ``dot``, ``copy_lhs``, ``copy_rhs``.
-        lhs, rhs: operands; each lives on its target's rows (None for the unused side of a copy).
+        lhs, rhs: operands; each lives on its target's rows (None for the unused side of a copy);
+            their feature shapes broadcast by DGL's rule.
         lhs_target, rhs_target: ``u`` (source nodes), ``v`` (destination nodes) or ``e`` (edges).
         backend: run on this backend instead of the current choice.
 
     Returns:
         ``[num_edges, *broadcast feature shape]`` (``dot`` keeps its last dimension as size 1).
     """
-    _check_graph(g)
-    features = check_gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
+    gt = _tensors(g)
+    lhs, rhs = _autocast(gt.device, lhs, rhs)
+    features = check_gsddmm(gt, op, lhs, rhs, lhs_target, rhs_target)
     if op == "copy_lhs":
         rhs = None
     elif op == "copy_rhs":
         lhs = None
-    lhs_k, rhs_k = _aligned(lhs, rhs)
-    like = lhs_k if lhs_k is not None else rhs_k
+    lhs, rhs = _aligned(lhs, rhs)
     # the cost of dot is in the elements it multiplies, not in its one output per slice
-    work = features + (max(lhs_k.shape[-1], rhs_k.shape[-1]),) if op == "dot" else features
-    name = selector.choose(g, _request("gsddmm", op, None, work, like), backend,
-                           trial=lambda n: call_gsddmm(g.tensors(), n, op, lhs_k, rhs_k, lhs_target, rhs_target))
-    out = call_gsddmm(g.tensors(), name, op, lhs_k, rhs_k, lhs_target, rhs_target)
-    return out.reshape((g.num_edges,) + features)
+    work = features + (max(lhs.shape[-1], rhs.shape[-1]),) if op == "dot" else features
+    request = _request("gsddmm", op, None, work, lhs if lhs is not None else rhs)
+    chosen = selector.choose(g, request, backend,
+                             trial=lambda b: call_gsddmm(gt, b, op, lhs, rhs, lhs_target, rhs_target))
+    return call_gsddmm(gt, chosen, op, lhs, rhs, lhs_target, rhs_target).reshape((gt.num_edges,) + features)
 
 
 def edge_softmax(g: Graph, scores: Tensor, *, backend: str | None = None) -> Tensor:
     """Softmax of ``scores`` (``[num_edges, *]``) over the in-edges of each destination node,
-    computed as ``exp(s - max) / sum(exp(s - max))`` so large scores cannot overflow."""
-    _check_graph(g)
-    check_edge_scores(g, scores)
-    scores_k, _ = _aligned(scores, None)
-    name = selector.choose(g, _request("edge_softmax", "softmax", None, tuple(scores.shape[1:]), scores_k), backend,
-                           trial=lambda n: call_edge_softmax(g.tensors(), n, scores_k))
-    out = call_edge_softmax(g.tensors(), name, scores_k)
-    return out.reshape(scores.shape)
+    computed as ``exp(s - max) / sum(exp(s - max))`` so large scores cannot overflow (statistics in
+    float32 for half-precision scores). Like ``torch.softmax`` it keeps the scores' dtype under autocast."""
+    gt = _tensors(g)
+    check_edge_scores(gt, scores)
+    shape = scores.shape
+    scores, _ = _aligned(scores, None)
+    request = _request("edge_softmax", "softmax", None, tuple(shape[1:]), scores)
+    chosen = selector.choose(g, request, backend, trial=lambda b: call_edge_softmax(gt, b, scores))
+    return call_edge_softmax(gt, chosen, scores).reshape(shape)
 
 
 def gat_attention(g: Graph, h: Tensor, el: Tensor, er: Tensor, negative_slope: float = 0.2, *,
@@ -137,7 +149,8 @@ def gat_attention(g: Graph, h: Tensor, el: Tensor, er: Tensor, negative_slope: f
         out_v = \sum_{e=(u,v)} a_e\, m_e\, h_u
 
     per head. Fused backends never build the E x H x F messages; every backend avoids storing
-    the attention weights (backward recomputes them from the per-node softmax statistics).
+    the attention weights (backward recomputes them from the per-node softmax statistics, kept
+    in float32 for half precision). Twice differentiable on every backend.
 
     Args:
         g: the graph.
@@ -152,12 +165,14 @@ def gat_attention(g: Graph, h: Tensor, el: Tensor, er: Tensor, negative_slope: f
     Returns:
         ``[num_dst_nodes, H, F]``; zeros for destinations without in-edges.
     """
-    _check_graph(g)
-    check_gat_attention(g, h, el, er, edge_scores, negative_slope, edge_mask)
+    gt = _tensors(g)
+    h, el, er, edge_scores, edge_mask = _autocast(gt.device, h, el, er, edge_scores, edge_mask)
+    check_gat_attention(gt, h, el, er, edge_scores, negative_slope, edge_mask)
+    slope = float(negative_slope)
     request = Request("gat_attention", "gat", None, max(math.prod(h.shape[1:]), 1), h.dtype, h.device)
-    name = selector.choose(g, request, backend, trial=lambda n: call_gat_attention(
-        g.tensors(), n, h, el, er, edge_scores, float(negative_slope), edge_mask))
-    return call_gat_attention(g.tensors(), name, h, el, er, edge_scores, float(negative_slope), edge_mask)
+    chosen = selector.choose(g, request, backend, trial=lambda b: call_gat_attention(
+        gt, b, h, el, er, edge_scores, slope, edge_mask))
+    return call_gat_attention(gt, chosen, h, el, er, edge_scores, slope, edge_mask)
 
 
 __all__ = ["gspmm", "gsddmm", "edge_softmax", "gat_attention", "GSPMM_OPS", "GSDDMM_OPS", "REDUCES"]

@@ -1,58 +1,54 @@
-"""How the graph operators reach a backend: PyTorch custom operators and eager autograd Functions.
+"""How the graph operators reach a backend: autograd Functions, and the same forward registered
+as PyTorch custom operators for ``torch.compile``.
 
-Registering the operators with ``torch.library`` (``torch.ops.unigraph.gspmm`` etc.: a real
+Each op has one autograd Function (``GSpMM``, ``GSDDMM``, ``EdgeSoftmax``, ``GATAttention``)
+whose ``forward`` is the whole forward: it calls the backend's kernel on the graph's tensors.
+Eagerly the front door calls ``Function.apply`` with the :class:`~unigraph.structure.GraphTensors`
+and the :class:`~unigraph.backends.Backend` object the selector returned, so the path from
+``ops.gspmm`` to a kernel is ``gspmm -> call_gspmm -> apply -> GSpMM.forward -> backend.gspmm``.
+
+Registering the same forward with ``torch.library`` (``torch.ops.unigraph.gspmm`` etc.: a real
 implementation, a shape-only fake one and an autograd rule) is what lets
 ``torch.compile(model, fullgraph=True)`` trace a unigraph model without graph breaks: the
 compiler sees one opaque node per graph operation, knows its output shapes from the fake
-implementation and differentiates it through :mod:`unigraph.ops.gradients`.
+implementation and differentiates it through :mod:`unigraph.ops.gradients`. A custom operator
+takes only tensors, numbers and strings, so there the graph travels as its eight tensors plus the
+two node counts and the backend as its registered name. In eager mode the dispatcher costs about
+100 us per call on top of the kernel, so the ``call_*`` functions take the operator only while
+compiling or tracing (:func:`traced`). Both paths run the same forward and the same backward.
 
-In eager mode the custom-operator dispatcher costs about 100 us per call on top of the kernel
-(measured: 159 us vs 50 us for a 3-edge graph), which adds up across a GNN's dozens of calls per
-step. So the ``call_*`` functions below take the custom operator only while compiling or tracing,
-and an ``autograd.Function`` otherwise. Both run the same forward (``*_forward``) and the same backward
-(``*_backward``); only the dispatch differs.
+Backward passes (:mod:`unigraph.ops.gradients`) call these same ``call_*`` functions, so they run
+on the forward's backend and are themselves differentiable: double backward
+(``create_graph=True``) works on every op and backend. GAT's fused backward kernels build no
+autograd graph, so a double backward takes the composite formulas (see
+:func:`unigraph.ops.gradients.gat_attention_backward`).
 
-The graph travels as the eight tensors of :class:`~unigraph.structure.GraphTensors` plus the two
-node counts; the backend as its registered name, already resolved by the front door. Inputs
-were checked by the front door; these functions trust them. Backends never return a view of an
-input (custom operators forbid aliasing; ``tests/test_compile.py`` runs ``torch.library.opcheck``).
+Kernels run with autocast off: the front door has already cast the operands (see
+:mod:`unigraph.ops`), and kernels keep float32 statistics and accumulators for half precision.
+Inputs were checked by the front door; these functions trust them. Backends never return a
+view of an input (custom operators forbid aliasing; ``tests/ops/test_compile_ops.py`` runs
+``torch.library.opcheck``).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from unigraph import backends as registry
+from unigraph.backends.base import Backend, statistics_dtype
 from unigraph.ops import gradients
-from unigraph.ops.spec import GSPMM_BINARY, broadcast_feature_shape
+from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
 
 _NUM_GRAPH_TENSORS = 8
 _NO_ARG = (0,)  # shape of the placeholder arg tensors of sum/mean (operators must return tensors)
-
-
-def gspmm_features(op: str, u: Optional[Tensor], e: Optional[Tensor]) -> tuple[int, ...]:
-    if op == "copy_u":
-        return tuple(u.shape[1:])
-    if op == "copy_e":
-        return tuple(e.shape[1:])
-    return broadcast_feature_shape(GSPMM_BINARY[op], tuple(u.shape[1:]), tuple(e.shape[1:]))
-
-
-def gsddmm_features(op: str, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> tuple[int, ...]:
-    if op == "copy_lhs":
-        return tuple(lhs.shape[1:])
-    if op == "copy_rhs":
-        return tuple(rhs.shape[1:])
-    return broadcast_feature_shape(op, tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
-
-
 _EAGER_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
-def _use_operator(*tensors: Optional[Tensor]) -> bool:
+def traced(*tensors: Optional[Tensor]) -> bool:
     """Whether to dispatch through the custom operator: while compiling, and whenever an input is
     a tracing tensor (fake or functional tensors of AOTAutograd, export or opcheck), whose data a
     kernel cannot read."""
@@ -61,32 +57,56 @@ def _use_operator(*tensors: Optional[Tensor]) -> bool:
     return any(t is not None and t.__class__ not in _EAGER_TYPES for t in tensors)
 
 
-def _graph_of(saved: tuple, num_src: int, num_dst: int) -> GraphTensors:
-    return GraphTensors.from_list(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst)
+def _no_autocast(device: torch.device):
+    """Autocast off inside a kernel: the front door chose the dtypes, the kernels keep them."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def _graph(tensors: list[Tensor], num_src: int, num_dst: int) -> GraphTensors:
+    return GraphTensors.from_list(tensors, num_src, num_dst)
 
 
 # ====================================================================== gspmm
-def gspmm_forward(graph: list[Tensor], num_src: int, num_dst: int, backend: str, op: str, reduce: str,
-                  u: Optional[Tensor], e: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    """Returns ``(out, arg_u, arg_e)``; the arg tensors are empty unless reduce is max/min."""
-    g = GraphTensors.from_list(graph, num_src, num_dst)
-    out, arg_u, arg_e = registry.get(backend).gspmm(g, op, "sum" if reduce == "mean" else reduce, u, e)
-    if reduce == "mean":
-        out = out / gradients.in_degree_divisor(g, out)
-    if arg_u is None:
-        arg_u = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
-        arg_e = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
-    return out, arg_u, arg_e
+class GSpMM(torch.autograd.Function):
+    """``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])``; returns ``(out, arg_u, arg_e)``, the
+    arg tensors (extreme edge per element) empty unless reduce is max/min."""
+
+    @staticmethod
+    def forward(g: GraphTensors, backend: Backend, op: str, reduce: str, u: Optional[Tensor],
+                e: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        like = u if u is not None else e
+        with _no_autocast(like.device):
+            out, arg_u, arg_e = backend.gspmm(g, op, "sum" if reduce == "mean" else reduce, u, e)
+        if reduce == "mean":
+            out = out / gradients.in_degree_divisor(g, out)
+        if arg_u is None:
+            arg_u = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
+            arg_e = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
+        return out, arg_u, arg_e
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        g, backend, op, reduce, u, e = inputs
+        ctx.graph, ctx.meta = g, (backend, op, reduce)
+        ctx.save_for_backward(u, e, output[1], output[2])
+        ctx.mark_non_differentiable(output[1], output[2])
+
+    @staticmethod
+    def backward(ctx, grad_out, _grad_arg_u, _grad_arg_e):
+        u, e, arg_u, arg_e = ctx.saved_tensors
+        du, de = gradients.gspmm_backward(ctx.graph, *ctx.meta, u, e, arg_u, arg_e, grad_out.contiguous(),
+                                          ctx.needs_input_grad[4], ctx.needs_input_grad[5])
+        return None, None, None, None, du, de
 
 
-def _gspmm_backward(meta: tuple, saved: tuple, grad_out: Tensor, need_u: bool, need_e: bool):
-    num_src, num_dst, backend, op, reduce = meta
-    u, e, arg_u, arg_e = saved[_NUM_GRAPH_TENSORS:]
-    return gradients.gspmm_backward(_graph_of(saved, num_src, num_dst), backend, op, reduce, u, e,
-                                    arg_u, arg_e, grad_out.contiguous(), need_u, need_e)
+def _gspmm_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, op: str, reduce: str,
+                u: Optional[Tensor], e: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    return GSpMM.forward(_graph(graph, num_src, num_dst), registry.get(backend), op, reduce, u, e)
 
 
-gspmm_op = torch.library.custom_op("unigraph::gspmm", gspmm_forward, mutates_args=())
+gspmm_op = torch.library.custom_op("unigraph::gspmm", _gspmm_impl, mutates_args=())
 
 
 @gspmm_op.register_fake
@@ -105,49 +125,57 @@ def _gspmm_op_setup(ctx, inputs, output):
 
 
 def _gspmm_op_backward(ctx, grad_out, _grad_arg_u, _grad_arg_e):
-    du, de = _gspmm_backward(ctx.meta, ctx.saved_tensors, grad_out, ctx.needs_input_grad[6], ctx.needs_input_grad[7])
+    num_src, num_dst, backend, op, reduce = ctx.meta
+    saved = ctx.saved_tensors
+    u, e, arg_u, arg_e = saved[_NUM_GRAPH_TENSORS:]
+    du, de = gradients.gspmm_backward(_graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst),
+                                      registry.get(backend), op, reduce, u, e, arg_u, arg_e, grad_out.contiguous(),
+                                      ctx.needs_input_grad[6], ctx.needs_input_grad[7])
     return [None] * _NUM_GRAPH_TENSORS, None, None, None, None, None, du, de
 
 
 gspmm_op.register_autograd(_gspmm_op_backward, setup_context=_gspmm_op_setup)
 
 
-class _GSpMMFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, backend, op, reduce, num_src, num_dst, u, e, *graph):
-        out, arg_u, arg_e = gspmm_forward(list(graph), num_src, num_dst, backend, op, reduce, u, e)
-        ctx.meta = (num_src, num_dst, backend, op, reduce)
-        ctx.save_for_backward(*graph, u, e, arg_u, arg_e)
-        ctx.mark_non_differentiable(arg_u, arg_e)
-        return out, arg_u, arg_e
-
-    @staticmethod
-    def backward(ctx, grad_out, _grad_arg_u, _grad_arg_e):
-        du, de = _gspmm_backward(ctx.meta, ctx.saved_tensors, grad_out, ctx.needs_input_grad[5], ctx.needs_input_grad[6])
-        return (None,) * 5 + (du, de) + (None,) * _NUM_GRAPH_TENSORS
-
-
-def call_gspmm(g: GraphTensors, backend: str, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor]) -> Tensor:
-    if _use_operator(u, e, g.src):
-        return torch.ops.unigraph.gspmm(g.tensor_list(), g.num_src, g.num_dst, backend, op, reduce, u, e)[0]
-    return _GSpMMFunction.apply(backend, op, reduce, g.num_src, g.num_dst, u, e, *g.tensor_list())[0]
+def call_gspmm(g: GraphTensors, backend: Backend, op: str, reduce: str, u: Optional[Tensor],
+               e: Optional[Tensor]) -> Tensor:
+    if traced(u, e, g.src):
+        return torch.ops.unigraph.gspmm(g.tensor_list(), g.num_src, g.num_dst, backend.name, op, reduce, u, e)[0]
+    return GSpMM.apply(g, backend, op, reduce, u, e)[0]
 
 
 # ====================================================================== gsddmm
-def gsddmm_forward(graph: list[Tensor], num_src: int, num_dst: int, backend: str, op: str,
-                   lhs: Optional[Tensor], rhs: Optional[Tensor], lhs_target: str, rhs_target: str) -> Tensor:
-    g = GraphTensors.from_list(graph, num_src, num_dst)
-    return registry.get(backend).gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
+class GSDDMM(torch.autograd.Function):
+    """``out[edge] = op(lhs[t_l(edge)], rhs[t_r(edge)])``."""
+
+    @staticmethod
+    def forward(g: GraphTensors, backend: Backend, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
+                lhs_target: str, rhs_target: str) -> Tensor:
+        like = lhs if lhs is not None else rhs
+        with _no_autocast(like.device):
+            return backend.gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        g, backend, op, lhs, rhs, lhs_target, rhs_target = inputs
+        ctx.graph, ctx.meta = g, (backend, op)
+        ctx.targets = (lhs_target, rhs_target)
+        ctx.save_for_backward(lhs, rhs)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        lhs, rhs = ctx.saved_tensors
+        dl, dr = gradients.gsddmm_backward(ctx.graph, *ctx.meta, lhs, rhs, *ctx.targets, grad_out.contiguous(),
+                                           ctx.needs_input_grad[3], ctx.needs_input_grad[4])
+        return None, None, None, dl, dr, None, None
 
 
-def _gsddmm_backward(meta: tuple, saved: tuple, grad_out: Tensor, need_lhs: bool, need_rhs: bool):
-    num_src, num_dst, backend, op, lhs_target, rhs_target = meta
-    lhs, rhs = saved[_NUM_GRAPH_TENSORS:]
-    return gradients.gsddmm_backward(_graph_of(saved, num_src, num_dst), backend, op, lhs, rhs, lhs_target,
-                                     rhs_target, grad_out.contiguous(), need_lhs, need_rhs)
+def _gsddmm_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, op: str, lhs: Optional[Tensor],
+                 rhs: Optional[Tensor], lhs_target: str, rhs_target: str) -> Tensor:
+    return GSDDMM.forward(_graph(graph, num_src, num_dst), registry.get(backend), op, lhs, rhs, lhs_target, rhs_target)
 
 
-gsddmm_op = torch.library.custom_op("unigraph::gsddmm", gsddmm_forward, mutates_args=())
+gsddmm_op = torch.library.custom_op("unigraph::gsddmm", _gsddmm_impl, mutates_args=())
 
 
 @gsddmm_op.register_fake
@@ -163,49 +191,52 @@ def _gsddmm_op_setup(ctx, inputs, output):
 
 
 def _gsddmm_op_backward(ctx, grad_out):
-    dl, dr = _gsddmm_backward(ctx.meta, ctx.saved_tensors, grad_out, ctx.needs_input_grad[5], ctx.needs_input_grad[6])
+    num_src, num_dst, backend, op, lhs_target, rhs_target = ctx.meta
+    saved = ctx.saved_tensors
+    lhs, rhs = saved[_NUM_GRAPH_TENSORS:]
+    dl, dr = gradients.gsddmm_backward(_graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst),
+                                       registry.get(backend), op, lhs, rhs, lhs_target, rhs_target,
+                                       grad_out.contiguous(), ctx.needs_input_grad[5], ctx.needs_input_grad[6])
     return [None] * _NUM_GRAPH_TENSORS, None, None, None, None, dl, dr, None, None
 
 
 gsddmm_op.register_autograd(_gsddmm_op_backward, setup_context=_gsddmm_op_setup)
 
 
-class _GSDDMMFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, backend, op, lhs_target, rhs_target, num_src, num_dst, lhs, rhs, *graph):
-        out = gsddmm_forward(list(graph), num_src, num_dst, backend, op, lhs, rhs, lhs_target, rhs_target)
-        ctx.meta = (num_src, num_dst, backend, op, lhs_target, rhs_target)
-        ctx.save_for_backward(*graph, lhs, rhs)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        dl, dr = _gsddmm_backward(ctx.meta, ctx.saved_tensors, grad_out, ctx.needs_input_grad[6], ctx.needs_input_grad[7])
-        return (None,) * 6 + (dl, dr) + (None,) * _NUM_GRAPH_TENSORS
-
-
-def call_gsddmm(g: GraphTensors, backend: str, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
+def call_gsddmm(g: GraphTensors, backend: Backend, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
                 lhs_target: str, rhs_target: str) -> Tensor:
-    if _use_operator(lhs, rhs, g.src):
-        return torch.ops.unigraph.gsddmm(g.tensor_list(), g.num_src, g.num_dst, backend, op, lhs, rhs,
+    if traced(lhs, rhs, g.src):
+        return torch.ops.unigraph.gsddmm(g.tensor_list(), g.num_src, g.num_dst, backend.name, op, lhs, rhs,
                                          lhs_target, rhs_target)
-    return _GSDDMMFunction.apply(backend, op, lhs_target, rhs_target, g.num_src, g.num_dst, lhs, rhs,
-                                 *g.tensor_list())
+    return GSDDMM.apply(g, backend, op, lhs, rhs, lhs_target, rhs_target)
 
 
 # ====================================================================== edge_softmax
-def edge_softmax_forward(graph: list[Tensor], num_src: int, num_dst: int, backend: str, scores: Tensor) -> Tensor:
-    g = GraphTensors.from_list(graph, num_src, num_dst)
-    return registry.get(backend).edge_softmax(g, scores)
+class EdgeSoftmax(torch.autograd.Function):
+    """Softmax of edge scores over each destination's in-edges."""
+
+    @staticmethod
+    def forward(g: GraphTensors, backend: Backend, scores: Tensor) -> Tensor:
+        with _no_autocast(scores.device):
+            return backend.edge_softmax(g, scores)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        g, backend, _scores = inputs
+        ctx.graph, ctx.backend = g, backend
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (out,) = ctx.saved_tensors
+        return None, None, gradients.edge_softmax_backward(ctx.graph, ctx.backend, out, grad_out.contiguous())
 
 
-def _edge_softmax_backward(meta: tuple, saved: tuple, grad_out: Tensor) -> Tensor:
-    num_src, num_dst, backend = meta
-    return gradients.edge_softmax_backward(_graph_of(saved, num_src, num_dst), backend,
-                                           saved[_NUM_GRAPH_TENSORS], grad_out.contiguous())
+def _edge_softmax_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, scores: Tensor) -> Tensor:
+    return EdgeSoftmax.forward(_graph(graph, num_src, num_dst), registry.get(backend), scores)
 
 
-edge_softmax_op = torch.library.custom_op("unigraph::edge_softmax", edge_softmax_forward, mutates_args=())
+edge_softmax_op = torch.library.custom_op("unigraph::edge_softmax", _edge_softmax_impl, mutates_args=())
 
 
 @edge_softmax_op.register_fake
@@ -220,61 +251,75 @@ def _edge_softmax_op_setup(ctx, inputs, output):
 
 
 def _edge_softmax_op_backward(ctx, grad_out):
-    return [None] * _NUM_GRAPH_TENSORS, None, None, None, _edge_softmax_backward(ctx.meta, ctx.saved_tensors, grad_out)
+    num_src, num_dst, backend = ctx.meta
+    saved = ctx.saved_tensors
+    d_scores = gradients.edge_softmax_backward(_graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst),
+                                               registry.get(backend), saved[_NUM_GRAPH_TENSORS], grad_out.contiguous())
+    return [None] * _NUM_GRAPH_TENSORS, None, None, None, d_scores
 
 
 edge_softmax_op.register_autograd(_edge_softmax_op_backward, setup_context=_edge_softmax_op_setup)
 
 
-class _EdgeSoftmaxFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, backend, num_src, num_dst, scores, *graph):
-        out = edge_softmax_forward(list(graph), num_src, num_dst, backend, scores)
-        ctx.meta = (num_src, num_dst, backend)
-        ctx.save_for_backward(*graph, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        return (None,) * 3 + (_edge_softmax_backward(ctx.meta, ctx.saved_tensors, grad_out),) \
-            + (None,) * _NUM_GRAPH_TENSORS
-
-
-def call_edge_softmax(g: GraphTensors, backend: str, scores: Tensor) -> Tensor:
-    if _use_operator(scores, g.src):
-        return torch.ops.unigraph.edge_softmax(g.tensor_list(), g.num_src, g.num_dst, backend, scores)
-    return _EdgeSoftmaxFunction.apply(backend, g.num_src, g.num_dst, scores, *g.tensor_list())
+def call_edge_softmax(g: GraphTensors, backend: Backend, scores: Tensor) -> Tensor:
+    if traced(scores, g.src):
+        return torch.ops.unigraph.edge_softmax(g.tensor_list(), g.num_src, g.num_dst, backend.name, scores)
+    return EdgeSoftmax.apply(g, backend, scores)
 
 
 # ====================================================================== gat_attention
-def gat_attention_forward(graph: list[Tensor], num_src: int, num_dst: int, backend: str, h: Tensor, el: Tensor,
-                          er: Tensor, edge_scores: Optional[Tensor], negative_slope: float,
-                          edge_mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    """Returns ``(out, row_max, row_sum)``; the softmax statistics serve the backward pass."""
-    g = GraphTensors.from_list(graph, num_src, num_dst)
-    return registry.get(backend).gat_attention(g, h, el, er, edge_scores, negative_slope, edge_mask)
+class GATAttention(torch.autograd.Function):
+    """GAT's attention aggregation; returns ``(out, row_max, row_sum)``, the softmax statistics
+    (float32 for half precision) serving the backward pass."""
+
+    @staticmethod
+    def forward(g: GraphTensors, backend: Backend, h: Tensor, el: Tensor, er: Tensor, edge_scores: Optional[Tensor],
+                negative_slope: float, edge_mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        with _no_autocast(h.device):
+            return backend.gat_attention(g, h, el, er, edge_scores, negative_slope, edge_mask)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        g, backend, h, el, er, edge_scores, negative_slope, edge_mask = inputs
+        ctx.graph, ctx.meta = g, (backend, negative_slope)
+        ctx.save_for_backward(h, el, er, edge_scores, edge_mask, *output)
+        ctx.mark_non_differentiable(output[1], output[2])
+
+    @staticmethod
+    def backward(ctx, grad_out, _grad_max, _grad_sum):
+        need = tuple(ctx.needs_input_grad[i] for i in (2, 3, 4, 5))
+        grads = _gat_attention_backward(ctx.graph, *ctx.meta, ctx.saved_tensors, grad_out, need)
+        return (None, None) + grads + (None, None)
 
 
-def _gat_attention_backward(meta: tuple, saved: tuple, grad_out: Tensor, need: tuple):
-    num_src, num_dst, backend, negative_slope = meta
-    h, el, er, edge_scores, edge_mask, out, row_max, row_sum = saved[_NUM_GRAPH_TENSORS:]
-    g = _graph_of(saved, num_src, num_dst)
-    fused = registry.get(backend).gat_attention_backward
+def _gat_attention_backward(g: GraphTensors, backend: Backend, negative_slope: float, saved: tuple,
+                            grad_out: Tensor, need: tuple):
+    h, el, er, edge_scores, edge_mask, out, row_max, row_sum = saved
     # Fused kernels read real data and build no autograd graph: a trace, or a double backward
     # (grad mode on inside backward), takes the composite formulas, which dispatch per primitive.
-    if fused is not None and not torch.is_grad_enabled() and not _use_operator(grad_out, h):
-        return fused(g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max, row_sum,
-                     grad_out.contiguous(), need)
+    if "gat_attention" in backend.contract.fused_backward and not torch.is_grad_enabled() \
+            and not traced(grad_out, h):
+        return backend.gat_attention_backward(g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max,
+                                              row_sum, grad_out.contiguous(), need)
     return gradients.gat_attention_backward(g, backend, h, el, er, edge_scores, negative_slope, edge_mask,
                                             out, row_max, row_sum, grad_out.contiguous(), need)
 
 
-gat_attention_op = torch.library.custom_op("unigraph::gat_attention", gat_attention_forward, mutates_args=())
+def _gat_attention_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, h: Tensor, el: Tensor,
+                        er: Tensor, edge_scores: Optional[Tensor], negative_slope: float,
+                        edge_mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    return GATAttention.forward(_graph(graph, num_src, num_dst), registry.get(backend), h, el, er, edge_scores,
+                                negative_slope, edge_mask)
+
+
+gat_attention_op = torch.library.custom_op("unigraph::gat_attention", _gat_attention_impl, mutates_args=())
 
 
 @gat_attention_op.register_fake
 def _gat_attention_fake(graph, num_src, num_dst, backend, h, el, er, edge_scores, negative_slope, edge_mask):
-    return h.new_empty((num_dst,) + tuple(h.shape[1:])), er.new_empty(er.shape), er.new_empty(er.shape)
+    stats = statistics_dtype(h.dtype)
+    return (h.new_empty((num_dst,) + tuple(h.shape[1:])), er.new_empty(er.shape, dtype=stats),
+            er.new_empty(er.shape, dtype=stats))
 
 
 def _gat_attention_op_setup(ctx, inputs, output):
@@ -284,35 +329,21 @@ def _gat_attention_op_setup(ctx, inputs, output):
 
 
 def _gat_attention_op_backward(ctx, grad_out, _grad_max, _grad_sum):
+    num_src, num_dst, backend, negative_slope = ctx.meta
+    saved = ctx.saved_tensors
     need = tuple(ctx.needs_input_grad[i] for i in (4, 5, 6, 7))
-    dh, d_el, d_er, d_edge = _gat_attention_backward(ctx.meta, ctx.saved_tensors, grad_out, need)
+    dh, d_el, d_er, d_edge = _gat_attention_backward(
+        _graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst), registry.get(backend), negative_slope,
+        saved[_NUM_GRAPH_TENSORS:], grad_out, need)
     return [None] * _NUM_GRAPH_TENSORS, None, None, None, dh, d_el, d_er, d_edge, None, None
 
 
 gat_attention_op.register_autograd(_gat_attention_op_backward, setup_context=_gat_attention_op_setup)
 
 
-class _GATAttentionFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, backend, negative_slope, num_src, num_dst, h, el, er, edge_scores, edge_mask, *graph):
-        out, row_max, row_sum = gat_attention_forward(list(graph), num_src, num_dst, backend, h, el, er,
-                                                      edge_scores, negative_slope, edge_mask)
-        ctx.meta = (num_src, num_dst, backend, negative_slope)
-        ctx.save_for_backward(*graph, h, el, er, edge_scores, edge_mask, out, row_max, row_sum)
-        ctx.mark_non_differentiable(row_max, row_sum)
-        return out, row_max, row_sum
-
-    @staticmethod
-    def backward(ctx, grad_out, _grad_max, _grad_sum):
-        need = tuple(ctx.needs_input_grad[i] for i in (4, 5, 6, 7))
-        dh, d_el, d_er, d_edge = _gat_attention_backward(ctx.meta, ctx.saved_tensors, grad_out, need)
-        return (None,) * 4 + (dh, d_el, d_er, d_edge, None) + (None,) * _NUM_GRAPH_TENSORS
-
-
-def call_gat_attention(g: GraphTensors, backend: str, h: Tensor, el: Tensor, er: Tensor,
+def call_gat_attention(g: GraphTensors, backend: Backend, h: Tensor, el: Tensor, er: Tensor,
                        edge_scores: Optional[Tensor], negative_slope: float, edge_mask: Optional[Tensor]) -> Tensor:
-    if _use_operator(h, el, er, edge_scores, edge_mask, g.src):
-        return torch.ops.unigraph.gat_attention(g.tensor_list(), g.num_src, g.num_dst, backend, h, el, er,
+    if traced(h, el, er, edge_scores, edge_mask, g.src):
+        return torch.ops.unigraph.gat_attention(g.tensor_list(), g.num_src, g.num_dst, backend.name, h, el, er,
                                                 edge_scores, negative_slope, edge_mask)[0]
-    return _GATAttentionFunction.apply(backend, negative_slope, g.num_src, g.num_dst, h, el, er, edge_scores,
-                                       edge_mask, *g.tensor_list())[0]
+    return GATAttention.apply(g, backend, h, el, er, edge_scores, negative_slope, edge_mask)[0]

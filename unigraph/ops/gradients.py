@@ -36,9 +36,15 @@ are recomputed from the saved softmax statistics, then
 * ``dz = ds * lrelu'(z)``; ``del = gspmm(G^T, copy_e, sum, dz)``, ``der = gspmm(G, copy_e, sum, dz)``,
   ``dee = dz``.
 
+Double backward (``create_graph=True``, e.g. a gradient penalty): gat_attention's weights
+recomputed from the saved softmax statistics are right in value but constants to autograd, so
+with grad mode on inside backward they are recomputed by a (differentiable) edge softmax; the
+rest of its formulas are differentiable primitives already.
+
 All calls below go through the same dispatch as the forward (the registered custom operators
 while compiling), so backward passes are traced by ``torch.compile``, are themselves
-differentiable, and run on the same backend as the forward.
+differentiable (double backward works on every op and backend), and run on the same backend as
+the forward.
 """
 from __future__ import annotations
 
@@ -47,21 +53,27 @@ import math
 import torch
 from torch import Tensor
 
-from unigraph.ops.spec import broadcast_offsets, reduce_to_shape
+from unigraph.ops.broadcast import broadcast_offsets, reduce_to_shape
 from unigraph.structure import GraphTensors
 
 
 # ---------------------------------------------------------------------- primitive calls
-# Imported at call time: unigraph.ops.custom imports this module.
-def spmm(g: GraphTensors, backend: str, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -> Tensor:
+# Imported at call time: unigraph.ops.custom imports this module. ``backend`` is the forward's
+# unigraph.backends.Backend.
+def spmm(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -> Tensor:
     from unigraph.ops.custom import call_gspmm
     return call_gspmm(g, backend, op, reduce, u, e)
 
 
-def sddmm(g: GraphTensors, backend: str, op: str, lhs: Tensor | None, rhs: Tensor | None,
+def sddmm(g: GraphTensors, backend, op: str, lhs: Tensor | None, rhs: Tensor | None,
           lhs_target: str, rhs_target: str) -> Tensor:
     from unigraph.ops.custom import call_gsddmm
     return call_gsddmm(g, backend, op, lhs, rhs, lhs_target, rhs_target)
+
+
+def softmax(g: GraphTensors, backend, scores: Tensor) -> Tensor:
+    from unigraph.ops.custom import call_edge_softmax
+    return call_edge_softmax(g, backend, scores)
 
 
 def in_degree_divisor(g: GraphTensors, like: Tensor) -> Tensor:
@@ -71,7 +83,7 @@ def in_degree_divisor(g: GraphTensors, like: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------- g-SpMM
-def gspmm_backward(g: GraphTensors, backend: str, op: str, reduce: str, u: Tensor | None, e: Tensor | None,
+def gspmm_backward(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | None, e: Tensor | None,
                    arg_u: Tensor, arg_e: Tensor, go: Tensor, need_u: bool, need_e: bool):
     if reduce in ("max", "min"):
         return _gspmm_extreme_backward(g, op, u, e, arg_u, arg_e, go, need_u, need_e)
@@ -100,7 +112,7 @@ def gspmm_backward(g: GraphTensors, backend: str, op: str, reduce: str, u: Tenso
     return du, de
 
 
-def _edge_grad_of_product(g: GraphTensors, backend: str, u: Tensor, go: Tensor, fe: tuple) -> Tensor:
+def _edge_grad_of_product(g: GraphTensors, backend, u: Tensor, go: Tensor, fe: tuple) -> Tensor:
     """``reduce_to(u[src] * go[dst], fe)``, as a dot product when the reduction is exactly the
     last feature dimension (GAT's attention gradient), so no E x ... x F tensor is built."""
     out = tuple(go.shape[1:])
@@ -160,7 +172,7 @@ def _gspmm_extreme_backward(g: GraphTensors, op: str, u, e, arg_u, arg_e, go, ne
 
 
 # ---------------------------------------------------------------------- g-SDDMM
-def _sum_into_target(g: GraphTensors, backend: str, edge_values: Tensor, target: str) -> Tensor:
+def _sum_into_target(g: GraphTensors, backend, edge_values: Tensor, target: str) -> Tensor:
     """Sum per-edge values into the rows of ``target``: per edge, per destination, per source."""
     if target == "e":
         return edge_values
@@ -168,7 +180,7 @@ def _sum_into_target(g: GraphTensors, backend: str, edge_values: Tensor, target:
     return spmm(graph, backend, "copy_e", "sum", None, edge_values)
 
 
-def _sum_weighted_into_target(g: GraphTensors, backend: str, go: Tensor, weight: Tensor,
+def _sum_weighted_into_target(g: GraphTensors, backend, go: Tensor, weight: Tensor,
                               weight_target: str, target: str) -> Tensor:
     """``sum over edges into target of go[edge] * weight[weight_target(edge)]``, fused where the
     shape allows (a g-SpMM ``u_mul_e`` when the weight sits at the far end of the edge)."""
@@ -182,7 +194,7 @@ def _sum_weighted_into_target(g: GraphTensors, backend: str, go: Tensor, weight:
     return spmm(graph, backend, "u_mul_e", "sum", weight, go)
 
 
-def gsddmm_backward(g: GraphTensors, backend: str, op: str, lhs, rhs, lhs_target: str, rhs_target: str,
+def gsddmm_backward(g: GraphTensors, backend, op: str, lhs, rhs, lhs_target: str, rhs_target: str,
                     go: Tensor, need_lhs: bool, need_rhs: bool):
     fl = tuple(lhs.shape[1:]) if lhs is not None else None
     fr = tuple(rhs.shape[1:]) if rhs is not None else None
@@ -207,33 +219,44 @@ def gsddmm_backward(g: GraphTensors, backend: str, op: str, lhs, rhs, lhs_target
 
 
 # ---------------------------------------------------------------------- edge_softmax
-def edge_softmax_backward(g: GraphTensors, backend: str, out: Tensor, go: Tensor) -> Tensor:
+def edge_softmax_backward(g: GraphTensors, backend, out: Tensor, go: Tensor) -> Tensor:
     weighted = out * go
     row_sums = spmm(g, backend, "copy_e", "sum", None, weighted)
     return weighted - sddmm(g, backend, "mul", out, row_sums, "e", "v")
 
 
 # ---------------------------------------------------------------------- gat_attention
-def gat_attention_backward(g: GraphTensors, backend: str, h: Tensor, el: Tensor, er: Tensor,
+def gat_attention_backward(g: GraphTensors, backend, h: Tensor, el: Tensor, er: Tensor,
                            edge_scores: Tensor | None, negative_slope: float, edge_mask: Tensor | None,
                            out: Tensor, row_max: Tensor, row_sum: Tensor, go: Tensor,
                            need: tuple[bool, bool, bool, bool]):
-    """Gradients ``(dh, del, der, dedge_scores)`` of gat_attention (formulas in the module docstring)."""
-    z = sddmm(g, backend, "add", el, er, "u", "v")
+    """Gradients ``(dh, del, der, dedge_scores)`` of gat_attention (formulas in the module docstring).
+
+    The attention weights are recomputed from the saved softmax statistics; in a double backward
+    (grad mode on, an input that requires grad) they are recomputed by a differentiable edge
+    softmax instead, since the statistics are constants to autograd. Every other step is a
+    differentiable primitive, so the gradients are then differentiable in all their inputs."""
+    differentiable = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (h, el, er, edge_scores, go))
+    stats = row_max.dtype  # float32 for half precision: weights are recomputed in it
+    z = sddmm(g, backend, "add", el.to(stats), er.to(stats), "u", "v")
     if edge_scores is not None:
-        z = z + edge_scores
+        z = z + edge_scores.to(stats)
     scores = torch.nn.functional.leaky_relu(z, negative_slope)
-    weights = torch.exp(scores - row_max.index_select(0, g.dst)) / row_sum.index_select(0, g.dst)
-    kept = weights * edge_mask if edge_mask is not None else weights
-    dh = spmm(g.reverse(), backend, "u_mul_e", "sum", go, kept.unsqueeze(-1)) if need[0] else None
+    if differentiable:
+        weights = softmax(g, backend, scores)
+    else:
+        weights = torch.exp(scores - row_max.index_select(0, g.dst)) / row_sum.index_select(0, g.dst)
+    kept = weights * edge_mask.to(stats) if edge_mask is not None else weights
+    dh = spmm(g.reverse(), backend, "u_mul_e", "sum", go, kept.to(go.dtype).unsqueeze(-1)) if need[0] else None
     if not any(need[1:]):
         return dh, None, None, None
-    d_weights = sddmm(g, backend, "dot", h, go, "u", "v").squeeze(-1)
+    d_weights = sddmm(g, backend, "dot", h, go, "u", "v").squeeze(-1).to(stats)
     if edge_mask is not None:
-        d_weights = d_weights * edge_mask
-    centre = (out * go).sum(-1)
+        d_weights = d_weights * edge_mask.to(stats)
+    centre = (out.to(stats) * go.to(stats)).sum(-1)
     d_scores = weights * (d_weights - centre.index_select(0, g.dst))
-    dz = torch.where(z > 0, d_scores, d_scores * negative_slope)
+    dz = torch.where(z > 0, d_scores, d_scores * negative_slope).to(el.dtype)
     d_el = spmm(g.reverse(), backend, "copy_e", "sum", None, dz) if need[1] else None
     d_er = spmm(g, backend, "copy_e", "sum", None, dz) if need[2] else None
     return dh, d_el, d_er, (dz if need[3] else None)

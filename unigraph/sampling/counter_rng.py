@@ -15,11 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from unigraph.kernels.counter_rng import GOLDEN, MIX1, MIX2, TWO_POW_MINUS_53  # shared with the numba kernels
+
 MASK64 = (1 << 64) - 1
-GOLDEN = 0x9E3779B97F4A7C15          # 2**64 / golden ratio, odd
-MIX1 = 0xBF58476D1CE4E5B9
-MIX2 = 0x94D049BB133111EB
-TWO_POW_MINUS_53 = 1.0 / (1 << 53)
 
 
 def _signed(value: int) -> int:

@@ -22,11 +22,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from unigraph.train.distributed import DistContext, average_gradients
-
-SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
 
 @dataclasses.dataclass
@@ -78,9 +75,13 @@ def build_schedule(module: torch.nn.Module, layout: PipelineLayout, device: torc
     by the whole mini-batch's count: gradients are not rescaled (``scale_grads=False``), so the
     micro-batch gradients add up to the mini-batch's.
     """
-    stage = PipelineStage(module, layout.stage, layout.stages, device, input_args=example_input,
-                          output_args=example_output, group=layout.pipeline_group)
-    return SCHEDULE_CLASSES[schedule](stage, micro_batches, loss_fn=loss_fn, scale_grads=False)
+    # imported here: torch.distributed.pipelining imports torch._dynamo (~1 s), which `import unigraph`
+    # and `unigraph --help` should not pay for
+    from torch.distributed import pipelining
+    stage = pipelining.PipelineStage(module, layout.stage, layout.stages, device, input_args=example_input,
+                                     output_args=example_output, group=layout.pipeline_group)
+    schedule_class = {"gpipe": pipelining.ScheduleGPipe, "1f1b": pipelining.Schedule1F1B}[schedule]
+    return schedule_class(stage, micro_batches, loss_fn=loss_fn, scale_grads=False)
 
 
 def example(shape, dtype: torch.dtype, device: torch.device, requires_grad: bool) -> Tensor:
