@@ -24,11 +24,13 @@ A choice is ``auto``, ``auto-tune``, a registered backend or a family name (:mod
 Automatic decisions and family resolutions are kept on the graph (``Graph.memo``), per request.
 :func:`choose` returns the :class:`~unigraph.backends.Backend` object, looked up once per call.
 
-Under ``torch.compile`` the choice is made once, while tracing, and baked into the compiled
-graph as a constant (as ``torch.compiler.assume_constant_result`` does; dynamo guards on the
-graph's identity): a later ``use_backend`` does not recompile an already compiled model. This cannot
-change a result, since every backend computes the same function; it can change speed, so
-change the choice before compiling (or call ``torch._dynamo.reset()``).
+Under ``torch.compile``, :func:`current_choice` is traced (dynamo guards on the ``use_backend``
+stack and ``set_backend``: another choice recompiles), and the decision for that choice is made
+once, while tracing, and kept in the compiled graph as a constant (as
+``torch.compiler.assume_constant_result`` does, guarded on the graph's identity), so an explicit
+backend compiles with no eager warm-up. ``UNIGRAPH_BACKEND`` is read while tracing: changing it
+in a running process does not recompile (it cannot change a result, since every backend computes
+the same function).
 """
 from __future__ import annotations
 

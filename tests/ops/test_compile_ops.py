@@ -14,7 +14,9 @@ import torch
 import unigraph
 from conftest import REPO_ROOT
 from op_cases import cpu_test_backends
+from unigraph import backends as registry
 from unigraph import ops
+from unigraph.backends.scatter import ScatterBackend
 
 
 def every_op(g, x, w, h, el, er, backend=None):
@@ -92,3 +94,35 @@ def test_the_constant_choice_marker_is_what_torch_sets():
 
     marked = torch.compiler.assume_constant_result(probe)
     assert vars(marked) == vars(selector._assume_constant_result(lambda: None)) == {"_dynamo_marked_constant": True}
+
+
+class _Counting(ScatterBackend):
+    def __init__(self):
+        self.name, self.calls = "counting", 0
+
+    def gspmm(self, g, op, reduce, u, e):
+        self.calls += 1
+        return super().gspmm(g, op, reduce, u, e)
+
+    def estimate_us(self, stats, request):
+        return 1e9  # auto never picks it
+
+
+def test_another_backend_choice_recompiles():
+    """The compiled graph keeps the backend chosen while tracing, guarded on the choice: leaving the
+    ``use_backend`` block runs auto's choice, entering it again runs the named backend."""
+    counting = registry.register(_Counting())
+    try:
+        torch._dynamo.reset()
+        g, (x, *_) = inputs(seed=2)
+        fn = torch.compile(lambda x: ops.gspmm(g, "copy_u", "sum", x), fullgraph=True, backend="aot_eager")
+        with unigraph.use_backend("counting"):
+            fn(x)
+        assert counting.calls == 1
+        fn(x)
+        assert counting.calls == 1  # outside the block: auto's choice
+        with unigraph.use_backend("counting"):
+            fn(x)
+        assert counting.calls == 2
+    finally:
+        registry.unregister("counting")
