@@ -122,7 +122,7 @@ def test_restricted_load_reads_numpy_and_csr_state():
     dense = np.array([[0, 1.5, 0], [2, 0, 0]], dtype=np.float32)
     assert np.array_equal(restricted_load(pickle.dumps(dense, protocol=2)), dense)
     loaded = restricted_load(pickle.dumps(scipy_sparse.csr_matrix(dense), protocol=2))
-    assert np.array_equal(loaded.todense(), dense)
+    assert np.array_equal(loaded.todense(max_elements=6), dense)
 
 
 @pytest.mark.parametrize("payload", [
@@ -136,5 +136,5 @@ def test_restricted_load_refuses_other_globals(payload):
 
 
 def test_restricted_load_refuses_object_arrays():
-    with pytest.raises(UnsafePickleError, match="dtype object"):
+    with pytest.raises(UnsafePickleError, match=r"refusing numpy.dtype\(.O8."):
         restricted_load(pickle.dumps(np.array([1, "a"], dtype=object), protocol=2))
