@@ -67,17 +67,48 @@ class FeatureStore(MutableMapping):
         return f"{self._what}({shapes})"
 
 
+class GraphModifiedError(RuntimeError):
+    """An index tensor of a :class:`Graph` (``g.src``, ``g.dst``, a cached CSR) was changed in
+    place after the graph validated or built it: kernels would read indices nobody checked."""
+
+
+_INT64_MAX = torch.iinfo(torch.int64).max
+
+
 def _check_count(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, Tensor) and value.dim() == 0 and not value.is_floating_point():
+        if isinstance(value, Tensor) and value.dim() == 0 and not value.is_floating_point() and value.dtype != torch.bool:
             value = int(value)
         else:
             raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > _INT64_MAX:
+        raise ValueError(f"{name} must fit in int64 (at most {_INT64_MAX}), got {value}")
     return value
+
+
+def _owned(index: Tensor) -> Tensor:
+    """A contiguous int64 copy the graph alone holds (a normal tensor even under inference mode,
+    so that in-place changes bump its version counter)."""
+    with torch.inference_mode(False):
+        return index.to(torch.int64, memory_format=torch.contiguous_format, copy=True)
+
+
+def unique_pairs(first: Tensor, second: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The distinct ``(first[k], second[k])`` pairs sorted lexicographically, and for each input
+    pair the position of its distinct pair. Sorting on the pair (two stable sorts) needs no key
+    like ``first * n + second``, which overflows int64 once ``n`` exceeds about 3e9."""
+    order = torch.sort(second, stable=True).indices
+    order = order[torch.sort(first[order], stable=True).indices]
+    first, second = first[order], second[order]
+    starts = torch.ones(first.numel(), dtype=torch.bool, device=first.device)
+    starts[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.cumsum(starts, 0) - 1
+    return first[starts], second[starts], inverse
 
 
 def _check_integer(name: str, index: Tensor) -> None:
@@ -97,7 +128,7 @@ def _as_edge_index(edge_index: Any) -> Tensor:
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
         hint = " (it looks transposed: pass edge_index.t())" if edge_index.dim() == 2 and edge_index.shape[1] == 2 else ""
         raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}{hint}")
-    return edge_index.to(torch.int64)
+    return edge_index
 
 
 def _check_range(index: Tensor, size: int, row_name: str, size_name: str) -> None:
@@ -130,6 +161,13 @@ class Graph:
     Raises ``TypeError`` for non-integer indices or sizes, ``ValueError`` for a wrong shape,
     negative or out-of-range indices, or sizes that contradict each other, before anything else.
 
+    The graph owns its index tensors: it validates a copy of ``edge_index``, never a view of the
+    caller's tensor. ``g.src``, ``g.dst`` and the cached formats are returned without copying, so
+    the graph records their version counters when it validates or builds them; changing one in
+    place afterwards makes the next operation on the graph raise :class:`GraphModifiedError`
+    (an O(1) check in :meth:`tensors`, the formats and the transforms) instead of handing
+    unchecked indices to a kernel. Clone them before changing them, and build a new graph.
+
     Structure formats (in-CSR, out-CSR, degree statistics) are built on first use and cached;
     call :meth:`prepare` to build them up front (needed before ``torch.compile``).
     Node and edge features can ride along in :attr:`ndata` / :attr:`edata` (``srcdata`` /
@@ -142,7 +180,7 @@ class Graph:
         num_nodes = _check_count("num_nodes", num_nodes)
         num_src_nodes = _check_count("num_src_nodes", num_src_nodes)
         num_dst_nodes = _check_count("num_dst_nodes", num_dst_nodes)
-        src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
+        src, dst = _owned(edge_index[0]), _owned(edge_index[1])  # validated below: the copies, not the caller's
         bipartite = num_src_nodes is not None or num_dst_nodes is not None
         if bipartite and num_nodes is not None:
             raise ValueError("give either num_nodes (homogeneous graph) or num_src_nodes/num_dst_nodes "
@@ -164,7 +202,15 @@ class Graph:
         self._init_unchecked(src, dst, n_src, n_dst, bipartite)
 
     def _init_unchecked(self, src: Tensor, dst: Tensor, num_src: int, num_dst: int, bipartite: bool) -> None:
+        if src.is_inference() or dst.is_inference():  # their version counters cannot be read: own copies
+            src, dst = _owned(src), _owned(dst)
         self._src, self._dst = src, dst
+        # index tensors the graph checked or built, and their version counters at that moment
+        self._guarded_names: list[str] = []
+        self._guarded: list[Tensor] = []
+        self._guarded_versions: list[int] = []
+        self._guard("src", src)
+        self._guard("dst", dst)
         self.num_src_nodes, self.num_dst_nodes = num_src, num_dst
         self.is_bipartite = bipartite
         self._cache: dict[str, Any] = {}
@@ -187,52 +233,105 @@ class Graph:
         """A graph from the compressed in-edges of each destination: the sources of destination
         ``v`` are ``indices[indptr[v]:indptr[v+1]]`` (DGL's CSC / a sampler's output).
 
-        The in-CSR is cached directly, so no sort is needed. ``validate=False`` skips the range
-        checks for producers (samplers) that guarantee valid input. A producer that already has
-        the destination of every entry (``dst``, the expanded ``indptr``) and ``edge_ids``
-        (``arange(len(indices))``) can pass them, and the graph is built with no torch work.
+        ``edge_ids[k]`` is the id of the edge in slot ``k`` (default ``arange(len(indices))``:
+        edges are numbered in slot order, and the in-CSR is cached as given, with no sort). A
+        producer that already has the destination of every slot (``dst``, the expanded
+        ``indptr``) can pass it too.
+
+        ``validate=True`` (the default) copies every tensor and checks it: integer dtypes, 1-D,
+        ``indptr`` from 0 to ``len(indices)`` without decreasing, ``indices`` within
+        ``num_src_nodes``, ``dst`` equal to the expanded ``indptr``, ``edge_ids`` a permutation
+        of ``range(len(indices))``. ``validate=False`` skips copies and checks, for producers
+        (samplers) that build these tensors themselves and guarantee them; never pass data from
+        a file or a user with ``validate=False``.
         """
-        num_dst = indptr.numel() - 1
         if validate:
-            _check_integer("indptr", indptr)
-            _check_integer("indices", indices)
-            if indptr.dim() != 1 or indices.dim() != 1:
-                raise ValueError(f"indptr and indices must be 1-D, got shapes {list(indptr.shape)} and {list(indices.shape)}")
-            if num_dst < 0:
-                raise ValueError("indptr must have at least one entry (num_dst_nodes + 1)")
-            indptr, indices = indptr.to(torch.int64), indices.to(torch.int64)
-            if int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
-                raise ValueError(f"indptr must start at 0, be non-decreasing and end at len(indices)={indices.numel()}")
+            return cls._from_checked_csr(indptr, indices, num_src_nodes, bipartite, dst, edge_ids)
+        num_dst = indptr.numel() - 1
         if dst is None:
-            counts = indptr[1:] - indptr[:-1]
-            dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts,
+            dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), indptr[1:] - indptr[:-1],
                                           output_size=indices.numel())
-        elif validate and dst.shape != indices.shape:
-            raise ValueError(f"dst must have one entry per index ({indices.numel()}), got shape {list(dst.shape)}")
         if edge_ids is None:
             edge_ids = torch.arange(indices.numel(), device=indices.device)
-        num_src = num_src_nodes if num_src_nodes is not None else (num_dst if not bipartite else (int(indices.max()) + 1 if indices.numel() else 0))
+        num_src = num_src_nodes if num_src_nodes is not None else (
+            num_dst if not bipartite else (int(indices.max()) + 1 if indices.numel() else 0))
         if not bipartite and num_src != num_dst:
             raise ValueError(f"a homogeneous graph needs num_src_nodes == num_dst_nodes, got {num_src} and {num_dst}; "
                              "pass bipartite=True for a block")
-        if validate:
-            _check_range(indices, num_src, "0", "num_src_nodes")
         graph = cls._trusted(indices, dst, num_src, num_dst, bipartite)
-        graph._cache["in_csr"] = (indptr, indices, edge_ids)
+        graph._set_format("in_csr", (indptr, indices, edge_ids))
         return graph
+
+    @classmethod
+    def _from_checked_csr(cls, indptr: Any, indices: Any, num_src_nodes: Any, bipartite: bool,
+                          dst: Any, edge_ids: Any) -> "Graph":
+        """:meth:`from_csr` with ``validate=True``: copies first, then checks the copies."""
+        given = {"indptr": indptr, "indices": indices, "dst": dst, "edge_ids": edge_ids}
+        owned: dict[str, Tensor] = {}
+        for name, value in given.items():
+            if value is None:
+                continue
+            if not isinstance(value, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+            _check_integer(name, value)
+            if value.dim() != 1:
+                raise ValueError(f"{name} must be 1-D, got shape {list(value.shape)}")
+            if owned and value.device != owned["indptr"].device:
+                raise ValueError(f"{name} is on {value.device} but indptr on {owned['indptr'].device}; put them on "
+                                 "one device")
+            owned[name] = _owned(value)
+        indptr, indices = owned["indptr"], owned["indices"]
+        num_dst, num_edges = indptr.numel() - 1, indices.numel()
+        if num_dst < 0:
+            raise ValueError("indptr must have at least one entry (num_dst_nodes + 1)")
+        if int(indptr[0]) != 0 or int(indptr[-1]) != num_edges or bool((indptr[1:] < indptr[:-1]).any()):
+            raise ValueError(f"indptr must start at 0, never decrease and end at len(indices)={num_edges}; got "
+                             f"{indptr[0].item()}..{indptr[-1].item()}")
+        rows = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), indptr[1:] - indptr[:-1],
+                                       output_size=num_edges)
+        if "dst" in owned and not torch.equal(owned["dst"], rows):
+            raise ValueError("dst must give the row of every slot (indptr expanded); "
+                             + (f"got {owned['dst'].numel()} entries for {num_edges} slots"
+                                if owned["dst"].numel() != num_edges else "it differs from indptr"))
+        num_src = _check_count("num_src_nodes", num_src_nodes)
+        if num_src is None:
+            num_src = (int(indices.max()) + 1 if num_edges else 0) if bipartite else num_dst
+        if not bipartite and num_src != num_dst:
+            raise ValueError(f"a homogeneous graph needs num_src_nodes == num_dst_nodes, got {num_src} and {num_dst}; "
+                             "pass bipartite=True for a block")
+        _check_range(indices, num_src, "0", "num_src_nodes")
+        identity = torch.arange(num_edges, device=indices.device)
+        edge_ids = owned.get("edge_ids", identity)
+        if edge_ids.numel() != num_edges:
+            raise ValueError(f"edge_ids must have one entry per slot ({num_edges}), got {edge_ids.numel()}")
+        if num_edges and (int(edge_ids.min()) < 0 or int(edge_ids.max()) >= num_edges
+                          or bool((torch.bincount(edge_ids, minlength=num_edges) != 1).any())):
+            raise ValueError(f"edge_ids must be a permutation of 0..{num_edges - 1} (each edge id once); got values "
+                             f"{int(edge_ids.min())}..{int(edge_ids.max())}"
+                             + (" with repeats" if 0 <= int(edge_ids.min()) and int(edge_ids.max()) < num_edges else ""))
+        if torch.equal(edge_ids, identity):  # slot order is edge order: keep the CSR as given
+            graph = cls._trusted(indices, rows, num_src, num_dst, bipartite)
+            graph._set_format("in_csr", (indptr, indices, edge_ids))
+            return graph
+        src, dst = torch.empty_like(indices), torch.empty_like(rows)  # edge ids define the order
+        src[edge_ids], dst[edge_ids] = indices, rows
+        return cls._trusted(src, dst, num_src, num_dst, bipartite)  # formats built (stably) from the edges
 
     # ------------------------------------------------------------------ basic properties
     @property
     def src(self) -> Tensor:
-        return self._src
+        """Source of every edge (the graph's own tensor: clone it before changing it)."""
+        return self._coo()[0]
 
     @property
     def dst(self) -> Tensor:
-        return self._dst
+        """Destination of every edge (the graph's own tensor: clone it before changing it)."""
+        return self._coo()[1]
 
     @property
     def edge_index(self) -> Tensor:
-        return torch.stack([self._src, self._dst])
+        """``[2, E]``: a new tensor stacking ``src`` and ``dst``."""
+        return torch.stack(self._coo())
 
     @property
     def num_edges(self) -> int:
@@ -261,21 +360,58 @@ class Graph:
                  if self.is_bipartite else f"num_nodes={self.num_src_nodes}")
         return f"Graph({nodes}, num_edges={self.num_edges}, device={self.device.type})"
 
+    # ------------------------------------------------------------------ guarding the indices
+    def _guard(self, name: str, tensor: Tensor) -> None:
+        """Record ``tensor``'s version counter: it holds indices the graph checked or built."""
+        self._guarded_names.append(name)
+        self._guarded.append(tensor)
+        self._guarded_versions.append(tensor._version)
+
+    def _check_intact(self) -> None:
+        """Raise :class:`GraphModifiedError` if a guarded tensor changed in place since it was recorded.
+
+        O(1) per tensor (a version counter read). torch.compile cannot trace version counters,
+        so while compiling the check runs eagerly beforehand instead (``prepare()``, called on
+        the eager graph) and not inside the traced code: see docs/security.md.
+        """
+        if torch.compiler.is_compiling() or [t._version for t in self._guarded] == self._guarded_versions:
+            return
+        for name, tensor, version in zip(self._guarded_names, self._guarded, self._guarded_versions):
+            if tensor._version != version:
+                raise GraphModifiedError(
+                    f"the graph's {name} tensor was modified in place after the graph checked it (version {version}, "
+                    f"now {tensor._version}); operations on this graph would read unchecked indices. Clone g.src/g.dst "
+                    "before changing them and build a new Graph from the result")
+
+    def _set_format(self, key: str, format_tensors: tuple[Tensor, ...]) -> None:
+        """Cache a structure format (a CSR triple) and guard its tensors."""
+        if any(t.is_inference() for t in format_tensors):
+            format_tensors = tuple(_owned(t) if t.is_inference() else t for t in format_tensors)
+        self._cache[key] = format_tensors
+        for position, tensor in enumerate(format_tensors):
+            self._guard(f"{key}[{position}]", tensor)
+
     # ------------------------------------------------------------------ cached formats
     def in_csr(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(ptr, src_sorted, eid)``: in-edges grouped by destination (see unigraph.structure)."""
+        self._check_intact()
         if "in_csr" not in self._cache:
-            self._cache["in_csr"] = build_csr(self._dst, self._src, self.num_dst_nodes)
+            with torch.inference_mode(False):  # normal tensors: their version counters can be guarded
+                self._set_format("in_csr", build_csr(self._dst, self._src, self.num_dst_nodes))
         return self._cache["in_csr"]
 
     def out_csr(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(ptr, dst_sorted, eid)``: out-edges grouped by source."""
+        self._check_intact()
         if "out_csr" not in self._cache:
-            self._cache["out_csr"] = build_csr(self._src, self._dst, self.num_src_nodes)
+            with torch.inference_mode(False):
+                self._set_format("out_csr", build_csr(self._src, self._dst, self.num_src_nodes))
         return self._cache["out_csr"]
 
     def tensors(self) -> GraphTensors:
-        """All formats at once, as the ops front door hands them to a backend."""
+        """All formats at once, as the ops front door hands them to a backend (every call checks
+        that no index tensor changed since the graph checked it)."""
+        self._check_intact()
         if "tensors" not in self._cache:
             self._cache["tensors"] = GraphTensors(
                 self._src, self._dst, *self.in_csr(), *self.out_csr(), self.num_src_nodes, self.num_dst_nodes)
@@ -332,6 +468,11 @@ class Graph:
         return cache[key]
 
     # ------------------------------------------------------------------ transforms
+    def _coo(self) -> tuple[Tensor, Tensor]:
+        """``(src, dst)`` for a transform, after checking they are what the graph validated."""
+        self._check_intact()
+        return self._src, self._dst
+
     def _derived(self, src: Tensor, dst: Tensor, *, edata: dict[str, Tensor] | None = None,
                  num_src: int | None = None, num_dst: int | None = None, keep_ndata: bool = True) -> "Graph":
         graph = Graph._trusted(src, dst, self.num_src_nodes if num_src is None else num_src,
@@ -349,14 +490,14 @@ class Graph:
     def to(self, device: torch.device | str) -> "Graph":
         """A copy on ``device`` with features and already-built formats moved along."""
         device = torch.device(device)
-        graph = Graph._trusted(self._src.to(device), self._dst.to(device), self.num_src_nodes,
-                               self.num_dst_nodes, self.is_bipartite)
+        src, dst = self._coo()
+        graph = Graph._trusted(src.to(device), dst.to(device), self.num_src_nodes, self.num_dst_nodes, self.is_bipartite)
         for store_name in ("srcdata", "edata") + (("dstdata",) if self.is_bipartite else ()):
             for key, value in getattr(self, store_name).items():
                 getattr(graph, store_name)[key] = value.to(device)
         for key in ("in_csr", "out_csr"):
             if key in self._cache:
-                graph._cache[key] = tuple(t.to(device) for t in self._cache[key])
+                graph._set_format(key, tuple(t.to(device) for t in self._cache[key]))
         if "stats" in self._cache:
             graph._cache["stats"] = self._cache["stats"]
         return graph
@@ -371,20 +512,23 @@ class Graph:
         if self.num_src_nodes < self.num_dst_nodes:
             raise ValueError(f"self-loops need every destination to also be a source, but num_src_nodes="
                              f"{self.num_src_nodes} < num_dst_nodes={self.num_dst_nodes}")
+        src, dst = self._coo()
         loops = torch.arange(self.num_dst_nodes, device=self.device)
         edata = {key: torch.cat([value, value.new_full((self.num_dst_nodes,) + value.shape[1:], fill_value)])
                  for key, value in self.edata.items()}
-        return self._derived(torch.cat([self._src, loops]), torch.cat([self._dst, loops]), edata=edata)
+        return self._derived(torch.cat([src, loops]), torch.cat([dst, loops]), edata=edata)
 
     def remove_self_loops(self) -> "Graph":
         """Drop every edge ``i -> i`` (and its ``edata`` rows)."""
-        keep = self._src != self._dst
-        return self._derived(self._src[keep], self._dst[keep],
+        src, dst = self._coo()
+        keep = src != dst
+        return self._derived(src[keep], dst[keep],
                              edata={key: value[keep] for key, value in self.edata.items()})
 
     def reverse(self) -> "Graph":
         """Flip every edge; edge ids and ``edata`` keep their order. Cached formats are reused."""
-        graph = Graph._trusted(self._dst, self._src, self.num_dst_nodes, self.num_src_nodes, self.is_bipartite)
+        src, dst = self._coo()
+        graph = Graph._trusted(dst, src, self.num_dst_nodes, self.num_src_nodes, self.is_bipartite)
         if self.is_bipartite:
             for key, value in self.srcdata.items():
                 graph.dstdata[key] = value
@@ -396,9 +540,9 @@ class Graph:
         for key, value in self.edata.items():
             graph.edata[key] = value
         if "in_csr" in self._cache:
-            graph._cache["out_csr"] = self._cache["in_csr"]
+            graph._set_format("out_csr", self._cache["in_csr"])
         if "out_csr" in self._cache:
-            graph._cache["in_csr"] = self._cache["out_csr"]
+            graph._set_format("in_csr", self._cache["out_csr"])
         return graph
 
     def to_undirected(self, reduce: str = "sum") -> "Graph":
@@ -412,19 +556,16 @@ class Graph:
                              f"({self.num_src_nodes} source and {self.num_dst_nodes} destination nodes)")
         if reduce not in ("sum", "mean", "max", "min"):
             raise ValueError(f"reduce must be one of 'sum', 'mean', 'max', 'min', got {reduce!r}")
-        src = torch.cat([self._src, self._dst])
-        dst = torch.cat([self._dst, self._src])
-        key = src * max(self.num_src_nodes, 1) + dst
-        unique_keys, inverse = torch.unique(key, sorted=True, return_inverse=True)
-        n = max(self.num_src_nodes, 1)
+        forward, backward = self._coo()
+        src, dst, inverse = unique_pairs(torch.cat([forward, backward]), torch.cat([backward, forward]))
         edata = {}
         for name, value in self.edata.items():
             both = torch.cat([value, value])
-            out = value.new_zeros((unique_keys.numel(),) + value.shape[1:])
+            out = value.new_zeros((src.numel(),) + value.shape[1:])
             index = inverse.view(-1, *([1] * (value.dim() - 1))).expand_as(both)
             torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
             edata[name] = out.scatter_reduce_(0, index, both, torch_reduce, include_self=False)
-        return self._derived(unique_keys // n, unique_keys % n, edata=edata)
+        return self._derived(src, dst, edata=edata)
 
     # ------------------------------------------------------------------ DGL-style message passing
     def update_all(self, message_fn: Any, reduce_fn: Any, update_fn: Any = None):

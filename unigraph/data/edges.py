@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.graph import Graph, unique_pairs
 
 
 def undirected_simple_graph(src: Tensor, dst: Tensor, num_nodes: int) -> Graph:
@@ -16,5 +16,5 @@ def undirected_simple_graph(src: Tensor, dst: Tensor, num_nodes: int) -> Graph:
     src, dst = src.to(torch.int64), dst.to(torch.int64)
     both_src, both_dst = torch.cat([src, dst]), torch.cat([dst, src])
     keep = both_src != both_dst
-    key = torch.unique(both_dst[keep] * max(num_nodes, 1) + both_src[keep], sorted=True)
-    return Graph(torch.stack([key % max(num_nodes, 1), key // max(num_nodes, 1)]), num_nodes=num_nodes)
+    dst, src, _ = unique_pairs(both_dst[keep], both_src[keep])
+    return Graph(torch.stack([src, dst]), num_nodes=num_nodes)
