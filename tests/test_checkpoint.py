@@ -1,7 +1,7 @@
 """Checkpoint and resume: a resumed run equals an uninterrupted one; files load with weights_only=True."""
 from __future__ import annotations
 
-import pickle
+import io
 import random
 
 import numpy as np
@@ -10,7 +10,8 @@ import torch
 
 from unigraph.data import planted_partition
 from unigraph.train import TrainConfig, Trainer, build_node_classifier, load_checkpoint, save_checkpoint, seed_everything
-from unigraph.train.checkpoint import FILENAME, checkpoint_path
+from unigraph.data.checked_file import read_checked, save_torch
+from unigraph.train.checkpoint import FILENAME, FORMAT, VERSION, CheckpointError, checkpoint_path
 from unigraph.train.rng import capture_rng_state, restore_rng_state
 
 
@@ -46,7 +47,8 @@ def test_resumed_run_matches_an_uninterrupted_one(dataset, tmp_path, mode):
 
 def test_checkpoint_holds_everything_as_plain_data(dataset, tmp_path):
     run(dataset, epochs=2, batch_size=32, fanouts=(3, 3), patience=5, checkpoint_dir=str(tmp_path))
-    state = torch.load(checkpoint_path(tmp_path), weights_only=True)  # no arbitrary object inside
+    payload = read_checked(checkpoint_path(tmp_path), FORMAT)
+    state = torch.load(io.BytesIO(payload), weights_only=True)  # no arbitrary object inside
     assert {"epoch", "model", "optimizer", "rng", "loader", "early_stopping", "history", "config", "world"} <= set(state)
     assert state["epoch"] == 2 and state["loader"] == {"epoch": 2, "seed": 0}
     assert state["world"] == {"mode": "blocks", "world_size": 1}
@@ -62,25 +64,71 @@ class Payload:
 
 
 def test_a_file_with_arbitrary_objects_is_refused(tmp_path):
-    with open(checkpoint_path(tmp_path), "wb") as file:
-        torch.save({"format": "unigraph.train.checkpoint", "version": 1, "evil": Payload()}, file)
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    # a correct checksum proves the bytes are what was written, not that the writer was friendly
+    save_torch(checkpoint_path(tmp_path), FORMAT, {"format": FORMAT, "version": VERSION, "evil": Payload()})
+    with pytest.raises(CheckpointError, match="refused by the safe loader"):
         load_checkpoint(tmp_path)
 
 
 def test_checkpoint_errors_say_what_is_wrong(dataset, tmp_path):
-    with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+    with pytest.raises(CheckpointError, match="last.pt: does not exist: there is no checkpoint to resume from"):
         load_checkpoint(tmp_path / "missing")
     torch.save(torch.ones(3), checkpoint_path(tmp_path))
-    with pytest.raises(ValueError, match="is not a unigraph training checkpoint"):
+    with pytest.raises(CheckpointError, match="no checksum header"):
         load_checkpoint(tmp_path)
-    save_checkpoint(tmp_path, {"epoch": 1})
-    assert load_checkpoint(tmp_path)["epoch"] == 1
     run(dataset, epochs=2, batch_size=16, fanouts=(3, 3), checkpoint_dir=str(tmp_path))
     with pytest.raises(ValueError, match="batch_size: saved 16, now 32"):
         run(dataset, epochs=4, batch_size=32, fanouts=(3, 3), checkpoint_dir=str(tmp_path), resume=True)
-    with pytest.raises(ValueError, match="was written by a run with .*'mode': 'blocks'.* but this run has"):
+    with pytest.raises(CheckpointError, match="was written by a run with .*'mode': 'blocks'.* but this run has"):
         run(dataset, epochs=4, checkpoint_dir=str(tmp_path), resume=True)
+
+
+@pytest.fixture(scope="module")
+def saved_state(dataset, tmp_path_factory):
+    """The state of a 2-epoch mini-batch run's checkpoint."""
+    directory = tmp_path_factory.mktemp("saved")
+    run(dataset, epochs=2, batch_size=16, fanouts=(3, 3), checkpoint_dir=str(directory))
+    return dict(load_checkpoint(directory))
+
+
+DROP = object()  # a key to leave out
+
+
+def history_entry(epoch):
+    return {"epoch": epoch, "loss": 1.0, "train_acc": 0.5, "val_acc": 0.5, "test_acc": 0.5, "val_loss": 1.0,
+            "seconds": 0.1}
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(epoch=5), "has completed 5 epochs but this run trains 4 in total"),
+    (dict(epoch=-3), "has completed -3 epochs; a checkpoint holds >= 1"),
+    (dict(epoch=0), "has completed 0 epochs"),
+    (dict(epoch=2.0), "has completed 2.0 epochs"),
+    (dict(epoch=DROP), r"lacks the keys \['epoch'\]"),
+    (dict(history=None), "has a history of NoneType entries for 2 completed epochs"),
+    (dict(history=[history_entry(1)]), "has a history of 1 entries for 2 completed epochs"),
+    (dict(history=[history_entry(1), history_entry(1)]), r"history\[1\] is for epoch 1, expected 2"),
+    (dict(history=[history_entry(1), {"epoch": 2}]), r"history\[1\] should be a dict with the keys"),
+    (dict(history=[history_entry(1), {**history_entry(2), "loss": "nan"}]), "is not a number"),
+    (dict(rng=[]), "holds 0 RNG states for a world of 1 processes"),
+    (dict(early_stopping={}), "has early_stopping keys"),
+    (dict(model={"weight": [1, 2]}), "model state that is not a dict of tensors"),
+    (dict(stopped_early="no"), "'stopped_early' of type str"),
+    (dict(version=1), "has checkpoint version 1"),
+])
+def test_inconsistent_checkpoints_are_refused_before_resuming(dataset, saved_state, tmp_path, change, match):
+    state = {**saved_state, **change}
+    state = {key: value for key, value in state.items() if value is not DROP}
+    save_torch(checkpoint_path(tmp_path), FORMAT, state)
+    with pytest.raises(CheckpointError, match=match) as caught:
+        run(dataset, epochs=4, batch_size=16, fanouts=(3, 3), checkpoint_dir=str(tmp_path), resume=True)
+    assert caught.value.path == str(checkpoint_path(tmp_path))
+
+
+def test_resuming_a_finished_run_trains_nothing_more(dataset, tmp_path):
+    run(dataset, epochs=2, batch_size=16, fanouts=(3, 3), checkpoint_dir=str(tmp_path))
+    resumed, _ = run(dataset, epochs=2, batch_size=16, fanouts=(3, 3), checkpoint_dir=str(tmp_path), resume=True)
+    assert [m.epoch for m in resumed.history] == [1, 2]
 
 
 def test_an_early_stopped_run_stays_stopped(dataset, tmp_path):

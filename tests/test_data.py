@@ -8,6 +8,9 @@ import torch.nn.functional as F
 
 import unigraph
 from unigraph.data import NodeDataset, load_dataset, planted_partition, random_geometric_graph, rmat, save_dataset
+from unigraph.data.checked_file import save_torch
+from unigraph.data.errors import DataFileError
+from unigraph.data.storage import FORMAT
 
 
 @pytest.fixture(scope="module")
@@ -122,18 +125,22 @@ class _NotATensor:
 def test_load_refuses_foreign_and_damaged_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_dataset(tmp_path / "absent.pt")
-    foreign = tmp_path / "foreign.pt"
-    torch.save({"format": "unigraph.NodeDataset", "version": 1, "x": _NotATensor()}, foreign)
-    with pytest.raises(ValueError, match="refused by the safe loader"):
+    foreign = tmp_path / "foreign.pt"  # a valid checksum over a payload that is not plain data
+    save_torch(foreign, FORMAT, {"format": FORMAT, "version": 2, "x": _NotATensor()})
+    with pytest.raises(DataFileError, match="refused by the safe loader"):
         load_dataset(foreign)
     untagged = tmp_path / "untagged.pt"
-    torch.save({"x": torch.zeros(2)}, untagged)
-    with pytest.raises(ValueError, match="format tag"):
+    save_torch(untagged, FORMAT, {"x": torch.zeros(2)})
+    with pytest.raises(DataFileError, match="format tag"):
         load_dataset(untagged)
     damaged = tmp_path / "damaged.pt"
-    torch.save({"format": "unigraph.NodeDataset", "version": 1, "name": "d", "num_nodes": 2}, damaged)
-    with pytest.raises(ValueError, match="damaged dataset file"):
+    save_torch(damaged, FORMAT, {"format": FORMAT, "version": 2, "name": "d", "num_nodes": 2})
+    with pytest.raises(DataFileError, match="damaged dataset file"):
         load_dataset(damaged)
+    legacy = tmp_path / "legacy.pt"  # a plain torch.save archive (format version 1): no checksum to verify
+    torch.save({"format": FORMAT, "version": 1}, legacy)
+    with pytest.raises(DataFileError, match="no checksum header"):
+        load_dataset(legacy)
 
 
 # ---------------------------------------------------------------- R-MAT

@@ -225,7 +225,7 @@ class PipelineTrainer(Trainer):
             "config": self.config.to_dict(), "world": self.layout})
 
     def load_checkpoint(self) -> int:
-        state = ckpt.load_checkpoint(self.config.checkpoint_dir)
+        state = ckpt.load_checkpoint(self.config.checkpoint_dir, epochs=self.config.epochs)
         ckpt.check_compatible(state, self.layout)
         check_resume_config(state["config"], self.config)
         self.model.load_state_dict(state["model"])

@@ -220,7 +220,7 @@ class Trainer:
 
     def load_checkpoint(self) -> int:
         """Restore everything from ``checkpoint_dir/last.pt``; returns the epochs it had completed."""
-        state = ckpt.load_checkpoint(self.config.checkpoint_dir)
+        state = ckpt.load_checkpoint(self.config.checkpoint_dir, epochs=self.config.epochs)
         ckpt.check_compatible(state, self.layout)
         check_resume_config(state["config"], self.config)
         self.model.load_state_dict(state["model"])
