@@ -109,3 +109,97 @@ def test_data_parallel_job_from_the_command_line(capsys):
                  "--nodes", "200", "--progress", "off", "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "mode: data parallel: 2 processes" in out and "done: 2 epochs" in out
+
+
+# ---------------------------------------------------------------- user mistakes: a message, never a traceback
+
+def fails_cleanly(capsys, arguments, message):
+    """``unigraph train ARGS`` exits with status 2 and ``message`` on stderr (no traceback)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["train", *arguments])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2, err
+    assert message in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--lr", "nan"], "lr must be a finite number >= 0.0, got nan"),
+    (["--lr", "inf"], "lr must be a finite number >= 0.0, got inf"),
+    (["--weight-decay", "nan"], "weight_decay must be a finite number"),
+    (["--timeout", "nan"], "timeout must be a finite number >= 1.0, got nan"),
+    (["--timeout", "inf"], "timeout must be a finite number >= 1.0, got inf"),
+    (["--pipeline-stages", "2", "--micro-batches", "0"], "micro_batches must be >= 1, got 0"),
+    (["--nproc", "100000"], "--nproc 100000 is more than this machine's"),
+    (["--threads", "100000"], "--threads 100000 is more than this machine's"),
+])
+def test_non_finite_and_zero_values_are_refused(capsys, arguments, message):
+    fails_cleanly(capsys, arguments, message)
+
+
+def test_checkpoint_path_that_cannot_hold_checkpoints(capsys, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    fails_cleanly(capsys, ["--checkpoint", str(a_file), *QUICK], f"{a_file}: is a file, not a directory")
+    fails_cleanly(capsys, ["--checkpoint", str(a_file / "below"), *QUICK], f"{a_file / 'below'}: cannot hold checkpoints")
+    assert a_file.read_text() == "x"
+
+
+@pytest.fixture
+def saved_run(tmp_path):
+    """A checkpoint directory after a 2-epoch run."""
+    directory = tmp_path / "run"
+    assert main(["train", "--model", "sage", "--epochs", "2", "--checkpoint", str(directory), *QUICK]) == 0
+    return directory
+
+
+def test_resume_from_a_missing_corrupt_or_longer_checkpoint(capsys, saved_run, tmp_path):
+    resume = ["--model", "sage", "--resume", *QUICK]
+    fails_cleanly(capsys, [*resume, "--epochs", "4", "--checkpoint", str(tmp_path / "none")],
+                  f"{tmp_path / 'none' / 'last.pt'}: does not exist")
+    assert not (tmp_path / "none").exists()  # a failed resume creates nothing
+    fails_cleanly(capsys, [*resume, "--epochs", "1", "--checkpoint", str(saved_run)],
+                  "has completed 2 epochs but this run trains 1 in total")
+    fails_cleanly(capsys, [*resume, "--epochs", "4", "--lr", "0.1", "--checkpoint", str(saved_run)],
+                  "lr: saved 0.005, now 0.1")
+    path = saved_run / "last.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    fails_cleanly(capsys, [*resume, "--epochs", "4", "--checkpoint", str(saved_run)], f"{path}: is corrupted")
+    path.write_bytes(bytes(data[: len(data) // 3]))
+    fails_cleanly(capsys, [*resume, "--epochs", "4", "--checkpoint", str(saved_run)], f"{path}: is truncated")
+
+
+def test_malicious_and_truncated_planetoid_root(capsys, tmp_path):
+    pytest.importorskip("scipy.sparse")
+    import pickle
+
+    from planetoid_files import tiny_parts, write_planetoid
+
+    class OpensAFile:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "pwned"), "w"))
+
+    evil = write_planetoid(tmp_path / "evil", tx=pickle.dumps(OpensAFile(), protocol=2))
+    fails_cleanly(capsys, ["--dataset", "cora", "--root", evil], "ind.cora.tx: refusing to load io.open")
+    assert not (tmp_path / "pwned").exists()
+    graph = pickle.dumps(tiny_parts()["graph"], protocol=2)
+    truncated = write_planetoid(tmp_path / "cut", graph=graph[: len(graph) // 2])
+    fails_cleanly(capsys, ["--dataset", "cora", "--root", truncated], "ind.cora.graph: is not a readable Planetoid "
+                                                                      "pickle (damaged or truncated")
+
+
+def test_a_real_process_prints_no_traceback(tmp_path):
+    """The installed command, end to end: a corrupt checkpoint and a hostile file give one line each."""
+    import subprocess
+    import sys
+
+    checkpoint = tmp_path / "run"
+    checkpoint.mkdir()
+    (checkpoint / "last.pt").write_bytes(b"unigraph checked file 1\n{\"kind\": \"unigraph.train.checkpoint\", "
+                                         b"\"size\": 3, \"sha256\": \"00\"}\nabc")
+    command = [sys.executable, "-m", "unigraph.cli", "train", "--resume", "--checkpoint", str(checkpoint), *QUICK]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"{checkpoint / 'last.pt'}: is corrupted: its checksum does not match" in run.stderr

@@ -10,8 +10,11 @@
     unigraph train --model rgcn [--batch-size 256 --fanouts 10,10]  # R-GCN on the heterogeneous academic graph
     unigraph info                                    # which kernels are available here
 
-Every argument is checked before any process starts; a bad one ends the command with exit status 2
-and a message naming it.
+Every argument is checked before any process starts, and so are the files it names (the Planetoid
+folder is read, the checkpoint directory proven writable, a checkpoint to resume from verified
+against this run); a bad one ends the command with exit status 2 and a message naming it (and
+the file), never a traceback: a sub-command reports errors of the kinds in ``USER_ERRORS`` (the
+user's to fix) through its parser's ``error``.
 """
 from __future__ import annotations
 
@@ -20,12 +23,19 @@ import os
 import sys
 
 import unigraph
+from unigraph.data.errors import DataFileError
+from unigraph.train import checkpoint as ckpt
 from unigraph.train import job as jobs
 from unigraph.train.config import SCHEDULES, PipelineConfig, TrainConfig
 from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, launch
 from unigraph.train.layers import stage_bounds
 from unigraph.train.models import HETERO_MODELS, model_names
+from unigraph.train.trainer import check_resume_config
+
+# What a user's mistake raises (a bad argument, a missing, damaged or hostile file): a message, no traceback.
+# DataFileError (a ValueError) covers every file a loader refuses, naming it.
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, DataFileError)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -93,6 +103,13 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     return parser, train
 
 
+def _at_most_per_core(flag: str, value: int) -> None:
+    """Processes or threads beyond a few per core only thrash (and --nproc 100000 would fork that many)."""
+    limit = max(64, 4 * (os.cpu_count() or 1))
+    if value > limit:
+        raise ValueError(f"{flag} {value} is more than this machine's {os.cpu_count()} cores can run (at most {limit})")
+
+
 def _world_size(args) -> int:
     """Processes in the job: torchrun's world size, ``--nproc``, or the pipeline's stages."""
     if launched_by_environment():
@@ -103,6 +120,7 @@ def _world_size(args) -> int:
     if args.nproc is not None:
         if args.nproc < 1:
             raise ValueError(f"--nproc must be >= 1, got {args.nproc}")
+        _at_most_per_core("--nproc", args.nproc)
         return args.nproc
     return args.pipeline_stages or 1
 
@@ -124,7 +142,8 @@ def spec_from_args(args) -> jobs.JobSpec:
         if world % args.pipeline_stages:
             raise ValueError(f"{world} processes cannot hold whole pipelines of {args.pipeline_stages} stages; "
                              "--nproc must be a multiple of --pipeline-stages")
-        pipeline = PipelineConfig(stages=args.pipeline_stages, micro_batches=args.micro_batches or args.pipeline_stages,
+        micro_batches = args.pipeline_stages if args.micro_batches is None else args.micro_batches
+        pipeline = PipelineConfig(stages=args.pipeline_stages, micro_batches=micro_batches,
                                   balance=args.balance, schedule=args.schedule, replicas=world // args.pipeline_stages)
         stage_bounds(args.layers, pipeline.stages, pipeline.balance)  # S > layers, a bad balance: fail now
     if args.fanouts is not None and len(args.fanouts) != args.layers:
@@ -132,8 +151,10 @@ def spec_from_args(args) -> jobs.JobSpec:
                          "(one fanout per layer)")
     if args.resume and args.checkpoint is None:
         raise ValueError("--resume needs --checkpoint DIR (the directory holding last.pt)")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        _at_most_per_core("--threads", args.threads)
     config = TrainConfig(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, optimizer=args.optimizer,
                          batch_size=args.batch_size, fanouts=args.fanouts, num_workers=args.num_workers,
                          patience=args.patience or None, seed=args.seed, progress=args.progress,
@@ -142,6 +163,19 @@ def spec_from_args(args) -> jobs.JobSpec:
     model = jobs.ModelSpec(args.model, args.layers, args.hidden, args.heads, args.dropout)
     return jobs.JobSpec(dataset=args.dataset, root=args.root, synthetic_nodes=args.nodes, model=model, train=config,
                         pipeline=pipeline, backend=args.backend, threads=args.threads, world_size=world)
+
+
+def check_files(spec: jobs.JobSpec) -> None:
+    """The files the job will write or resume from, checked now rather than after an epoch: the
+    checkpoint directory must be writable, a checkpoint to resume must be intact, complete and
+    written by a run with these settings and no more epochs than this one trains."""
+    config = spec.train
+    if config.checkpoint_dir is None:
+        return
+    if config.resume:
+        state = ckpt.load_checkpoint(config.checkpoint_dir, epochs=config.epochs)
+        check_resume_config(state["config"], config)
+    ckpt.prepare_directory(config.checkpoint_dir)
 
 
 def _print_summary(summary: dict) -> None:
@@ -157,9 +191,10 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
         unigraph.set_backend(spec.backend)  # an unknown or unavailable backend fails here, before any work
         if args.model != "gat" and args.heads is not None:
             raise ValueError("--heads applies to --model gat only")
+        check_files(spec)
         dataset = jobs.load_dataset(spec)
         jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
-    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as err:
+    except (*USER_ERRORS, RuntimeError) as err:  # RuntimeError: torch refusing a size (allocation)
         parser.error(str(err))
     rank = int(os.environ.get("RANK", 0))
     if rank == 0:
@@ -174,7 +209,10 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
             return 1
         _print_summary(summaries[0])
         return 0
-    summary = jobs.run_job(spec)
+    try:
+        summary = jobs.run_job(spec)
+    except DataFileError as err:  # a file that changed or broke after the checks above
+        parser.error(str(err))
     if rank == 0:
         _print_summary(summary)
     return 0

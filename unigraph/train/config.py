@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 OPTIMIZERS = ("adam", "sgd")
@@ -20,8 +21,8 @@ def _int(name: str, value, minimum: int, allow_none: bool = False) -> None:
 
 
 def _number(name: str, value, minimum: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise ValueError(f"{name} must be a number >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
 
 
 def _choice(name: str, value, choices: tuple[str, ...]) -> None:
