@@ -83,6 +83,21 @@ def test_graph_built_under_inference_mode_is_guarded():
         g.tensors()
 
 
+def test_pickled_and_copied_graphs_keep_their_guard():
+    import copy
+    import pickle
+    g = Graph(small_edges(), num_nodes=4).prepare()  # build_csr writes into ptr: its version is not 0
+    x = torch.randn(4, 3, dtype=torch.float64)
+    for clone in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        torch.testing.assert_close(ops.gspmm(clone, "copy_u", "sum", x), gspmm_ref(g, "copy_u", "sum", x, None))
+        clone.in_csr()[1].add_(5)
+        with pytest.raises(GraphModifiedError):
+            clone.tensors()
+    g.src.add_(1)
+    with pytest.raises(GraphModifiedError):
+        pickle.dumps(g)
+
+
 # ---------------------------------------------------------------- from_csr validates what it caches
 
 INDPTR, INDICES = torch.tensor([0, 2, 3, 5]), torch.tensor([1, 2, 0, 0, 1])

@@ -383,6 +383,18 @@ class Graph:
                     f"now {tensor._version}); operations on this graph would read unchecked indices. Clone g.src/g.dst "
                     "before changing them and build a new Graph from the result")
 
+    def __getstate__(self) -> dict:
+        """Pickling (and deepcopy) carries the guarded tensors but not their version counters,
+        which a copy restarts: the copy records its own when it is restored."""
+        self._check_intact()
+        state = self.__dict__.copy()
+        del state["_guarded_versions"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._guarded_versions = [t._version for t in self._guarded]
+
     def _set_format(self, key: str, format_tensors: tuple[Tensor, ...]) -> None:
         """Cache a structure format (a CSR triple) and guard its tensors."""
         if any(t.is_inference() for t in format_tensors):
