@@ -124,11 +124,11 @@ def fails_cleanly(capsys, arguments, message):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["--lr", "nan"], "lr must be a finite number >= 0.0, got nan"),
-    (["--lr", "inf"], "lr must be a finite number >= 0.0, got inf"),
-    (["--weight-decay", "nan"], "weight_decay must be a finite number"),
-    (["--timeout", "nan"], "timeout must be a finite number >= 1.0, got nan"),
-    (["--timeout", "inf"], "timeout must be a finite number >= 1.0, got inf"),
+    (["--lr", "nan"], "lr must be a number >= 0.0 (finite), got nan"),
+    (["--lr", "inf"], "lr must be a number >= 0.0 (finite), got inf"),
+    (["--weight-decay", "nan"], "weight_decay must be a number >= 0.0 (finite), got nan"),
+    (["--timeout", "nan"], "timeout must be a number >= 1.0 (finite), got nan"),
+    (["--timeout", "inf"], "timeout must be a number >= 1.0 (finite), got inf"),
     (["--pipeline-stages", "2", "--micro-batches", "0"], "micro_batches must be >= 1, got 0"),
     (["--nproc", "100000"], "--nproc 100000 is more than this machine's"),
     (["--threads", "100000"], "--threads 100000 is more than this machine's"),

@@ -88,10 +88,18 @@ def test_planted_partition_is_learnable_by_a_gcn_but_not_from_features_alone(pla
     (dict(num_nodes=2.5), TypeError, "num_nodes must be an int"),
     (dict(homophily=1.5), ValueError, "homophily must be a number in"),
     (dict(avg_degree=-1), ValueError, "avg_degree"),
+    (dict(avg_degree=float("inf")), ValueError, r"avg_degree must be a number >= 0 \(finite\), got inf"),
+    (dict(class_separation=float("nan")), ValueError, r"class_separation must be a number >= 0 \(finite\), got nan"),
+    (dict(homophily=float("nan")), ValueError, "homophily must be a number in"),
 ])
 def test_planted_partition_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         planted_partition(**kwargs)
+
+
+def test_random_geometric_graph_refuses_a_nan_radius():
+    with pytest.raises(ValueError, match=r"radius must be a number >= 0 \(finite\), got nan"):
+        random_geometric_graph(10, float("nan"))
 
 
 # ---------------------------------------------------------------- NodeDataset and storage

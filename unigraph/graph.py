@@ -146,6 +146,16 @@ def _check_range(index: Tensor, size: int, row_name: str, size_name: str) -> Non
             f"edge_index[{row_name}] holds index {high} but {size_name}=0: a graph without nodes cannot have edges")
 
 
+def _csr_num_src(num_src_nodes: int | None, indices: Tensor, num_dst: int, bipartite: bool) -> int:
+    """Source nodes of a CSR graph: given, or ``num_dst`` (homogeneous), or ``max(indices) + 1``."""
+    if num_src_nodes is None:
+        num_src_nodes = num_dst if not bipartite else (int(indices.max()) + 1 if indices.numel() else 0)
+    if not bipartite and num_src_nodes != num_dst:
+        raise ValueError(f"a homogeneous graph needs num_src_nodes == num_dst_nodes, got {num_src_nodes} and "
+                         f"{num_dst}; pass bipartite=True for a block")
+    return num_src_nodes
+
+
 class Graph:
     """A directed graph whose messages flow from ``edge_index[0]`` (source) to ``edge_index[1]``
     (destination), as in PyG.
@@ -253,11 +263,7 @@ class Graph:
                                           output_size=indices.numel())
         if edge_ids is None:
             edge_ids = torch.arange(indices.numel(), device=indices.device)
-        num_src = num_src_nodes if num_src_nodes is not None else (
-            num_dst if not bipartite else (int(indices.max()) + 1 if indices.numel() else 0))
-        if not bipartite and num_src != num_dst:
-            raise ValueError(f"a homogeneous graph needs num_src_nodes == num_dst_nodes, got {num_src} and {num_dst}; "
-                             "pass bipartite=True for a block")
+        num_src = _csr_num_src(num_src_nodes, indices, num_dst, bipartite)
         graph = cls._trusted(indices, dst, num_src, num_dst, bipartite)
         graph._set_format("in_csr", (indptr, indices, edge_ids))
         return graph
@@ -293,12 +299,7 @@ class Graph:
             raise ValueError("dst must give the row of every slot (indptr expanded); "
                              + (f"got {owned['dst'].numel()} entries for {num_edges} slots"
                                 if owned["dst"].numel() != num_edges else "it differs from indptr"))
-        num_src = _check_count("num_src_nodes", num_src_nodes)
-        if num_src is None:
-            num_src = (int(indices.max()) + 1 if num_edges else 0) if bipartite else num_dst
-        if not bipartite and num_src != num_dst:
-            raise ValueError(f"a homogeneous graph needs num_src_nodes == num_dst_nodes, got {num_src} and {num_dst}; "
-                             "pass bipartite=True for a block")
+        num_src = _csr_num_src(_check_count("num_src_nodes", num_src_nodes), indices, num_dst, bipartite)
         _check_range(indices, num_src, "0", "num_src_nodes")
         identity = torch.arange(num_edges, device=indices.device)
         edge_ids = owned.get("edge_ids", identity)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from unigraph.data.dataset import NodeDataset, mask_from_index
 from unigraph.data.edges import undirected_simple_graph
 from unigraph.graph import Graph
@@ -21,6 +22,13 @@ def _positive_int(name: str, value, minimum: int = 1) -> int:
 def _probability(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def non_negative_number(name: str, value) -> float:
+    """A finite real number >= 0 (NaN and infinities are refused: an infinite degree never ends)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a number >= 0 (finite), got {value!r}")
     return float(value)
 
 
@@ -54,10 +62,8 @@ def planted_partition(num_nodes: int = 2000, num_classes: int = 4, num_features:
     _positive_int("num_val", num_val, 0)
     _positive_int("num_test", num_test, 0)
     homophily = _probability("homophily", homophily)
-    if not isinstance(avg_degree, (int, float)) or isinstance(avg_degree, bool) or avg_degree < 0:
-        raise ValueError(f"avg_degree must be a number >= 0, got {avg_degree!r}")
-    if not isinstance(class_separation, (int, float)) or isinstance(class_separation, bool) or class_separation < 0:
-        raise ValueError(f"class_separation must be a number >= 0, got {class_separation!r}")
+    non_negative_number("avg_degree", avg_degree)
+    non_negative_number("class_separation", class_separation)
     if num_nodes < num_classes * 2:
         raise ValueError(f"num_nodes={num_nodes} is too small for {num_classes} classes (need at least 2 nodes per class)")
     needed = train_per_class * num_classes + num_val + num_test

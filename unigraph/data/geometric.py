@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from unigraph.data.edges import undirected_simple_graph
+from unigraph.data.generators import non_negative_number
 from unigraph.graph import Graph
 
 _ROWS_PER_BLOCK = 1024
@@ -25,8 +26,7 @@ def random_geometric_graph(num_nodes: int, radius: float, *, dim: int = 2, seed:
         raise ValueError(f"num_nodes must be an int >= 0, got {num_nodes!r}")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim must be a positive int, got {dim!r}")
-    if isinstance(radius, bool) or not isinstance(radius, (int, float)) or radius < 0:
-        raise ValueError(f"radius must be a number >= 0, got {radius!r}")
+    non_negative_number("radius", radius)
     pos = torch.rand(num_nodes, dim, generator=torch.Generator().manual_seed(seed))
     src_parts, dst_parts = [], []
     for start in range(0, num_nodes, _ROWS_PER_BLOCK):

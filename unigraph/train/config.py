@@ -22,7 +22,7 @@ def _int(name: str, value, minimum: int, allow_none: bool = False) -> None:
 
 def _number(name: str, value, minimum: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be a number >= {minimum} (finite), got {value!r}")
 
 
 def _choice(name: str, value, choices: tuple[str, ...]) -> None:
