@@ -191,9 +191,9 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
         unigraph.set_backend(spec.backend)  # an unknown or unavailable backend fails here, before any work
         if args.model != "gat" and args.heads is not None:
             raise ValueError("--heads applies to --model gat only")
-        check_files(spec)
         dataset = jobs.load_dataset(spec)
         jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
+        check_files(spec)  # after the options are known to fit the model: a refused run creates no directory
     except (*USER_ERRORS, RuntimeError) as err:  # RuntimeError: torch refusing a size (allocation)
         parser.error(str(err))
     rank = int(os.environ.get("RANK", 0))
