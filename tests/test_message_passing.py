@@ -342,3 +342,39 @@ def test_bad_input_is_named():
 
     with pytest.raises(ValueError, match="one row per edge"):
         WrongRows().propagate(g, x=torch.randn(3, 2))
+
+
+# ---------------------------------------------------------------------- PyG's MessagePassing arguments
+def test_pyg_arguments_work_or_are_refused_by_name():
+    g = unigraph.Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
+    x = torch.randn(3, 2)
+    expected = unigraph.ops.gspmm(g, "copy_u", "mean", x)
+    for kwargs in ({"flow": "source_to_target"}, {"node_dim": 0}, {"node_dim": -2}, {"aggr_kwargs": {}},
+                   {"aggr_kwargs": None}, {"decomposed_layers": 3}):
+        torch.testing.assert_close(CopySource(aggr="mean", **kwargs).propagate(g, x=x), expected)
+    torch.testing.assert_close(CopySource(aggr="mean").propagate(g, x=x, size=(3, 3)), expected)
+    torch.testing.assert_close(CopySource(aggr="mean").propagate(g, x=x, size=(None, 3)), expected)
+    refusals = [
+        ({"flow": "target_to_source"}, "flow='target_to_source' is not supported.*g.reverse"),
+        ({"flow": "sideways"}, "flow must be 'source_to_target', got 'sideways'"),
+        ({"node_dim": 1}, "node_dim must be 0 .* got 1"),
+        ({"aggr_kwargs": {"p": 2}}, r"aggr_kwargs=\{'p': 2\}"),
+        ({"decomposed_layers": 0}, "decomposed_layers must be a positive int, got 0"),
+        ({"aggr": ["mean", "max"]}, "aggr must be one of .*override aggregate"),
+        ({"aggr": "std"}, "aggr must be one of .* got 'std'"),
+        ({"aggr": None}, "aggr=None.*does not override aggregate"),
+    ]
+    for kwargs, message in refusals:
+        with pytest.raises(ValueError, match=message):
+            CopySource(**kwargs)
+    with pytest.raises(ValueError, match="node_dim=-2 .* shape \\[3, 1, 2\\] is dimension 1"):
+        CopySource(node_dim=-2).propagate(g, x=torch.randn(3, 1, 2))
+    with pytest.raises(ValueError, match=r"size=\(3, 4\) but the graph has 3 source and 3 destination"):
+        CopySource().propagate(g, x=x, size=(3, 4))
+
+    class OwnAggregation(MessagePassing):  # PyG's aggr=None: the layer reduces the messages itself
+        def aggregate(self, inputs, g):
+            return unigraph.ops.gspmm(g, "copy_e", "sum", e=inputs) * 0.5
+
+    torch.testing.assert_close(OwnAggregation(aggr=None).propagate(g, x=x),
+                               unigraph.ops.gspmm(g, "copy_u", "sum", x) * 0.5)

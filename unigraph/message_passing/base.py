@@ -14,21 +14,34 @@ are provided too.
 
 The fused path, and the one condition for it
 --------------------------------------------
-``propagate`` traces ``message`` once with torch.fx (per training mode and set of inputs) and runs
-the trace through :mod:`unigraph.message_passing.lazy`: row-wise work runs on node rows, and the
-reduction becomes a g-SpMM where the message is ``x_j``, an edge tensor, ``x_j op e``, or those
-combined with destination terms that the reduction allows (for example ``x_j - x_i`` under max).
+``propagate`` traces ``message`` with torch.fx and runs the trace through
+:mod:`unigraph.message_passing.lazy`: row-wise work runs on node rows, and the reduction becomes
+a g-SpMM where the message is ``x_j``, an edge tensor, ``x_j op e``, or those combined with
+destination terms that the reduction allows (for example ``x_j - x_i`` under max).
 ``(x_i * x_j).sum(-1)`` becomes a g-SDDMM dot. No E x F message tensor is built on that path.
 
 The condition: ``aggregate`` is not overridden. Otherwise, or where a call in the message is not
-row-wise, or the message cannot be traced (Python control flow on tensor values, say), the
-messages are materialized per edge and reduced by ``aggregate``; that works on every backend.
-``unigraph.explain(layer)`` (or ``layer.explain()``) says which happened and why.
+row-wise, the messages are materialized per edge for that call and run as written. A message the
+tracer or the interpreter cannot run (Python control flow on tensor values, say) runs eagerly on
+gathered inputs instead, exactly as with ``fuse=False``. ``unigraph.explain(layer)`` (or
+``layer.explain()``) says which happened and why. Every path computes what ``fuse=False``
+computes.
 
-Tracing runs ``message`` once with proxies: a message with side effects performs them once more.
-A trace is reused while the training mode and the set of inputs stay the same; a message whose
-Python branches read other mutable attributes should call :meth:`MessagePassing.clear_traces`
-after changing them.
+Why every call traces
+---------------------
+A trace bakes in everything ``message`` read while it ran: tensors it computed from parameters
+(under ``no_grad`` they carry no autograd history), Python attributes (``self.tau``), closures and
+globals, the training flag, grad mode, which branch an ``if`` took. No set of guards checked per
+call covers all of that, so ``propagate`` traces ``message`` again on every call: each captured
+value is the current one, gradients flow to the current parameters, and a changed attribute takes
+effect at once. Tracing a few calls costs tens of microseconds per call (the measurement is in
+``docs/message_passing.md``), small beside the kernels of a layer. ``message`` runs once per call
+on proxies (twice where it then falls back to the eager path): a message with side effects
+performs them that often.
+
+Under ``torch.compile`` nothing is traced by fx: dynamo traces ``message`` itself (with its own
+guards) on the eager path, gathered inputs then ``aggregate``; the default message (``x_j``)
+compiles to one g-SpMM ``copy_u``.
 """
 from __future__ import annotations
 
@@ -41,17 +54,21 @@ from torch import Tensor
 from unigraph import ops
 from unigraph.graph import Graph
 from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
-from unigraph.message_passing.lazy import Interpreter, Record
+from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
-from unigraph.message_passing.tracing import CONST, E, TRACE_ERRORS, U, V, Traced, trace
+from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, pyg_settings
+from unigraph.message_passing.tracing import CONST, E, TRACE_ERRORS, U, V, trace
 
 AGGR_ALIASES = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
 _SPECIAL_INPUTS = ("index", "edge_index_i", "edge_index_j", "size_i", "size_j", "dim_size")
+_REQUIRED = object()  # a hook parameter without a default
 
 
 def normalize_aggr(aggr: Any) -> str:
     if not isinstance(aggr, str) or aggr not in AGGR_ALIASES:
-        raise ValueError(f"aggr must be one of {', '.join(AGGR_ALIASES)}; got {aggr!r}")
+        hint = ("; for several aggregations or an aggregation module, override aggregate()"
+                if isinstance(aggr, (list, tuple)) or isinstance(aggr, torch.nn.Module) else "")
+        raise ValueError(f"aggr must be one of {', '.join(AGGR_ALIASES)}; got {aggr!r}{hint}")
     return AGGR_ALIASES[aggr]
 
 
@@ -61,17 +78,30 @@ class MessagePassing(torch.nn.Module):
 
     Args:
         aggr (str, optional): the aggregation :math:`\bigoplus`: ``"sum"`` (alias ``"add"``),
-            ``"mean"``, ``"max"`` or ``"min"``. (default: ``"sum"``)
+            ``"mean"``, ``"max"`` or ``"min"``; ``None`` when the layer overrides ``aggregate``
+            (as in PyG). (default: ``"sum"``)
         fuse (bool, optional): trace ``message`` and compile it to graph operators. ``False`` always
             materializes the messages (a reference path). (default: ``True``)
+        flow, node_dim, aggr_kwargs, decomposed_layers: PyG's arguments, accepted where they mean
+            what unigraph does and refused by name otherwise (see
+            :mod:`unigraph.message_passing.pyg_arguments`).
     """
 
-    def __init__(self, aggr: str = "sum", *, fuse: bool = True):
+    def __init__(self, aggr: str | None = "sum", *, fuse: bool = True, flow: str = "source_to_target",
+                 node_dim: int = 0, aggr_kwargs: dict | None = None, decomposed_layers: int = 1):
         super().__init__()
-        self.aggr = normalize_aggr(aggr)
+        pyg_settings(type(self).__name__, flow=flow, node_dim=node_dim, aggr_kwargs=aggr_kwargs,
+                     decomposed_layers=decomposed_layers)
+        if aggr is None and not _overrides(self, "aggregate"):
+            raise ValueError(f"{type(self).__name__} passes aggr=None, which means the layer aggregates "
+                             "itself, but it does not override aggregate(inputs, g)")
+        self.aggr = None if aggr is None else normalize_aggr(aggr)
         self.fuse = bool(fuse)
-        self._traces: dict[tuple, Traced | str] = {}
+        self.node_dim = node_dim
         self._last_plan: MessagePlan | None = None
+        # read once here, eagerly: torch.compile cannot trace inspect.signature
+        self._message_parameters = _parameters(type(self).message)
+        self._update_parameters = tuple(_parameters(type(self).update))[1:]
 
     # ------------------------------------------------------------------ the three user hooks
     def message(self, x_j: Tensor) -> Tensor:
@@ -91,11 +121,16 @@ class MessagePassing(torch.nn.Module):
     def propagate(self, g: Graph, **kwargs: Any) -> Tensor:
         """Run message, aggregate and update on graph ``g``; ``kwargs`` supply message inputs
         (``x`` for ``x_j``/``x_i``, edge tensors by name) and update inputs."""
-        check_graph(g, f"{type(self).__name__}.propagate")
+        who = type(self).__name__
+        check_graph(g, f"{who}.propagate")
+        check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
         inputs = self._message_inputs(g, kwargs)
-        out = self._traced_propagate(g, inputs) if self.fuse else None
-        if out is None:
-            out = self._eager_propagate(g, inputs)
+        if torch.compiler.is_compiling():
+            out = self._compiled_propagate(g, inputs)
+        else:
+            out = self._traced_propagate(g, inputs) if self.fuse else None
+            if out is None:
+                out = self._eager_propagate(g, inputs)
         return self.update(out, **self._update_inputs(g, kwargs))
 
     def explain(self) -> MessagePlan:
@@ -104,20 +139,17 @@ class MessagePassing(torch.nn.Module):
             raise RuntimeError(f"{type(self).__name__} has not propagated yet; call it once, then explain()")
         return self._last_plan
 
-    def clear_traces(self) -> None:
-        """Forget cached traces of ``message`` (after changing attributes its Python branches read)."""
-        self._traces.clear()
-
     # ------------------------------------------------------------------ inputs
     def _message_inputs(self, g: Graph, kwargs: dict) -> list[tuple[str, str, Any]]:
         """``(name, domain, value)`` for every parameter of ``message``."""
         inputs = []
-        parameters = _parameters(type(self).message)
+        parameters = self._message_parameters
         pairs: dict[str, tuple] = {}
-        for name, parameter in parameters.items():
+        for name, default in parameters.items():
             if name.endswith(("_i", "_j")) and name[:-2] in kwargs:
                 base = name[:-2]
                 if base not in pairs:
+                    check_node_dim(self.node_dim, kwargs[base], base, type(self).__name__)
                     needs_dst = f"{base}_i" in parameters
                     pairs[base] = split_pair(g, kwargs[base], base) if needs_dst else _source_only(g, kwargs[base], base)
                 src, dst = pairs[base]
@@ -131,73 +163,62 @@ class MessagePassing(torch.nn.Module):
                 inputs.append((name, E if is_edge else CONST, value))
             elif name in _SPECIAL_INPUTS:
                 inputs.append((name, *_special_input(g, name)))
-            elif parameter.default is not inspect.Parameter.empty:
-                inputs.append((name, CONST, parameter.default))
+            elif default is not _REQUIRED:
+                inputs.append((name, CONST, default))
             else:
                 raise TypeError(f"{type(self).__name__}.message needs {name!r} but propagate got no "
                                 f"{name[:-2] if name.endswith(('_i', '_j')) else name!r} (got {sorted(kwargs)})")
         return inputs
 
     def _update_inputs(self, g: Graph, kwargs: dict) -> dict:
-        names = list(_parameters(type(self).update))[1:]
         out = {}
-        for name in names:
+        for name in self._update_parameters:
             if name in kwargs:
                 out[name] = kwargs[name]
             elif name.endswith("_i") and name[:-2] in kwargs:
                 out[name] = split_pair(g, kwargs[name[:-2]], name[:-2])[1]
         return out
 
-    # ------------------------------------------------------------------ the two paths
+    # ------------------------------------------------------------------ the paths
     def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor | None:
-        traced = self._trace(inputs)
+        """The fused path on a fresh trace, or None (with the reason in the plan) when the message
+        has to run eagerly."""
         owner = f"{type(self).__name__}.message"
-        if isinstance(traced, str):
-            self._last_plan = MessagePlan.eager(owner, traced)
-            return None
-        record = Record()
-        interpreter = Interpreter(g, record)
-        root = interpreter.run(traced, {name: value for name, _, value in inputs})
-        if _overrides(self, "aggregate"):
-            record.reasons.append(f"{type(self).__name__} overrides aggregate(), which needs the messages")
-            out = self.aggregate(interpreter.edge_values(root, "aggregate"), g)
-        else:
-            out = interpreter.reduce(root, self.aggr)
-        self._last_plan = MessagePlan.from_record(owner, traced, record)
-        return out
 
-    def _trace(self, inputs: list[tuple[str, str, Any]]) -> Traced | str:
-        """The cached trace for these inputs, or why tracing failed (also cached)."""
-        key_parts: list = [self.training]
-        for name, domain, value in inputs:
-            if isinstance(value, Tensor):
-                key_parts.append((name, domain, value.dtype))
-            elif value is None or isinstance(value, (bool, int, float, str)):
-                key_parts.append((name, "literal", value))
-            else:
-                key_parts = []  # another literal (hashable or not, it may change): trace every call
-                break
-        key = tuple(key_parts)
-        if key and key in self._traces:
-            return self._traces[key]
-        # tracing runs eagerly; under torch.compile, warm the cache with one eager call. (Disabled
-        # only while compiling: torch.compiler.disable imports torch._dynamo, ~1 s at import.)
-        new_trace = torch.compiler.disable(self._new_trace) if torch.compiler.is_compiling() else self._new_trace
-        return new_trace(key, inputs)
-
-    def _new_trace(self, key: tuple, inputs: list[tuple[str, str, Any]]) -> Traced | str:
         def call(factory):
             arguments = {name: factory(name, domain) if isinstance(value, Tensor) else value
                          for name, domain, value in inputs}
             return self.message(**arguments)
 
         try:
-            result: Traced | str = trace(call)
+            traced = trace(call)
         except TRACE_ERRORS as err:
-            result = f"tracing message() stopped: {type(err).__name__}: {err}"
-        if key and (isinstance(result, str) or result.reusable):
-            self._traces[key] = result
-        return result
+            self._last_plan = MessagePlan.eager(owner, f"tracing message() stopped: {type(err).__name__}: {err}")
+            return None
+        record = Record()
+        interpreter = Interpreter(g, record)
+        custom_aggregate = _overrides(self, "aggregate")
+        try:
+            root = interpreter.run(traced, {name: value for name, _, value in inputs})
+            out = interpreter.edge_values(root, "aggregate") if custom_aggregate else interpreter.reduce(root, self.aggr)
+        except Unfusable as err:
+            self._last_plan = MessagePlan.eager(owner, str(err))
+            return None
+        except TRACE_ERRORS as err:  # the traced calls failed on real data: eager raises it again if genuine
+            self._last_plan = MessagePlan.eager(owner, f"running the traced message failed: {type(err).__name__}: {err}")
+            return None
+        if custom_aggregate:
+            record.reasons.append(f"{type(self).__name__} overrides aggregate(), which needs the messages")
+            out = self.aggregate(out, g)
+        self._last_plan = MessagePlan.from_record(owner, traced, record)
+        return out
+
+    def _compiled_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor:
+        """Under torch.compile: the default message is one g-SpMM; any other runs eagerly, traced
+        by dynamo (which guards what it reads). Writes no plan: that would be a side effect."""
+        if not _overrides(self, "message") and not _overrides(self, "aggregate"):
+            return ops.gspmm(g, "copy_u", self.aggr, u=inputs[0][2])
+        return self._eager_propagate(g, inputs)
 
     def _eager_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor:
         """The reference path: every input gathered per edge, ``message`` run as written."""
@@ -213,7 +234,7 @@ class MessagePassing(torch.nn.Module):
             got = f"shape {list(messages.shape)}" if isinstance(messages, Tensor) else type(messages).__name__
             raise ValueError(f"{type(self).__name__}.message must return one row per edge "
                              f"({g.num_edges}), got {got}")
-        if not self.fuse:
+        if not self.fuse and not torch.compiler.is_compiling():
             self._last_plan = MessagePlan.eager(f"{type(self).__name__}.message", "fuse=False")
         return self.aggregate(messages, g)
 
@@ -221,19 +242,13 @@ class MessagePassing(torch.nn.Module):
         return f"aggr={self.aggr!r}"
 
 
-_SIGNATURES: dict[Any, dict[str, inspect.Parameter]] = {}
-
-
-def _parameters(function) -> dict[str, inspect.Parameter]:
-    """The parameters of a hook, without ``self`` (cached per function)."""
-    cached = _SIGNATURES.get(function)
-    if cached is None:
-        parameters = dict(inspect.signature(function).parameters)
-        parameters.pop("self", None)
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values()):
-            raise TypeError(f"{function.__qualname__} must name its inputs explicitly (no *args/**kwargs)")
-        cached = _SIGNATURES[function] = parameters
-    return cached
+def _parameters(function) -> dict[str, Any]:
+    """The parameters of a hook without ``self``: name -> default (``_REQUIRED`` if none)."""
+    parameters = dict(inspect.signature(function).parameters)
+    parameters.pop("self", None)
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values()):
+        raise TypeError(f"{function.__qualname__} must name its inputs explicitly (no *args/**kwargs)")
+    return {name: _REQUIRED if p.default is inspect.Parameter.empty else p.default for name, p in parameters.items()}
 
 
 def _source_only(g: Graph, x: Any, name: str) -> tuple[Tensor, None]:

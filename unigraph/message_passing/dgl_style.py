@@ -22,7 +22,7 @@ from torch import Tensor
 
 from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import Graph
-from unigraph.message_passing.lazy import Interpreter, Pending, Record, Rows
+from unigraph.message_passing.lazy import Interpreter, Pending, Record, Rows, Unfusable
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.tracing import E, TRACE_ERRORS, U, V, trace
 from unigraph.ops.broadcast import with_rank
@@ -93,27 +93,21 @@ def _builtin_messages(g: Graph, fn: MessageFunction, interpreter: Interpreter) -
 
 
 def _same_rank(a: Rows, b: Rows) -> tuple[Rows, Rows]:
+    """DGL's broadcasting between operands of different rank: 1s are padded right after the row
+    dimension (``[E, 4]`` against ``[N, 4, 4]`` is ``[E, 1, 4]``)."""
     rank = max(a.tensor.dim(), b.tensor.dim())
     return Rows(a.domain, with_rank(a.tensor, rank)), Rows(b.domain, with_rank(b.tensor, rank))
 
 
-def _udf_messages(g: Graph, fn: Callable, interpreter: Interpreter, record: Record) -> tuple[dict[str, Any], Any]:
-    """Trace a user-defined message function and run it lazily; on a trace failure run it on
-    gathered per-edge features. Returns the message values and the trace (for the plan)."""
+def _traced_udf(g: Graph, fn: Callable, interpreter: Interpreter) -> tuple[dict[str, Any], Any]:
+    """Trace a user-defined message function (on this call: see MessagePassing's "Why every call
+    traces") and run it lazily. Raises one of TRACE_ERRORS or :class:`Unfusable` when it cannot."""
     def call(factory):
         return fn(EdgeBatch(_TracedFields(g.srcdata, "src", U, factory), _TracedFields(g.dstdata, "dst", V, factory),
                             _TracedFields(g.edata, "data", E, factory)))
-    try:
-        traced = trace(call)
-    except TRACE_ERRORS as err:
-        record.reasons.append(f"tracing the message function stopped: {type(err).__name__}: {err}")
-        gathered = EdgeBatch(_GatheredFields(g.srcdata, g.src, record, U), _GatheredFields(g.dstdata, g.dst, record, V),
-                             g.edata)
-        result = fn(gathered)
-        return {key: Rows(E, value) for key, value in _check_message_dict(result).items()}, ""
+    traced = trace(call)
     if not isinstance(traced.output, dict):
-        raise TypeError("a DGL-style message function must return a dict of per-edge tensors, "
-                        f"got {type(traced.output).__name__}")
+        raise Unfusable(f"the message function returned {type(traced.output).__name__}, not a dict")
     values = {}
     for spec in traced.inputs:
         prefix, field = spec.key.split(":", 1)
@@ -145,14 +139,42 @@ def _check_message_dict(result: Any) -> dict[str, Tensor]:
     return result
 
 
-def _messages(g: Graph, fn: Any, interpreter: Interpreter, record: Record) -> tuple[dict[str, Any], Any]:
-    if isinstance(fn, MessageFunction):
-        return _builtin_messages(g, fn, interpreter), repr(fn)
+class MissingMessage(KeyError):
+    """A reducer names a message field the message function does not produce."""
+
+
+def _run_messages(g: Graph, fn: Any, finish: Callable[[Interpreter, dict], dict]) -> tuple[dict, Record, Any]:
+    """Compute the messages of ``fn`` on ``g`` and hand them to ``finish(interpreter, messages)``
+    (library code only: reductions, materialization). A user-defined function is traced and run
+    lazily; where that cannot run exactly (or under torch.compile, where dynamo traces the function
+    itself) it runs on gathered per-edge features instead. Returns ``finish``'s result, the record
+    of what ran and the message's source for the plan."""
     if isinstance(fn, ReduceFunction):
         raise TypeError(f"{fn!r} is a reduce function; pass it as the reduce_fn, after a message function")
-    if callable(fn):
-        return _udf_messages(g, fn, interpreter, record)
-    raise TypeError(f"message_fn must be a unigraph.function built-in or a callable, got {type(fn).__name__}")
+    record = Record()
+    interpreter = Interpreter(g, record)
+    if isinstance(fn, MessageFunction):
+        return finish(interpreter, _builtin_messages(g, fn, interpreter)), record, repr(fn)
+    if not callable(fn):
+        raise TypeError(f"message_fn must be a unigraph.function built-in or a callable, got {type(fn).__name__}")
+    if torch.compiler.is_compiling():
+        reason = "under torch.compile the message function runs as written (dynamo traces it)"
+    else:
+        try:
+            messages, traced = _traced_udf(g, fn, interpreter)
+            return finish(interpreter, messages), record, traced
+        except MissingMessage:  # the user's mistake: eager would say the same
+            raise
+        except Unfusable as err:
+            reason = str(err)
+        except TRACE_ERRORS as err:
+            reason = f"tracing the message function stopped: {type(err).__name__}: {err}"
+    record = Record(reasons=[reason])
+    interpreter = Interpreter(g, record)
+    gathered = EdgeBatch(_GatheredFields(g.srcdata, g.src, record, U), _GatheredFields(g.dstdata, g.dst, record, V),
+                         g.edata)
+    messages = {key: Rows(E, value) for key, value in _check_message_dict(fn(gathered)).items()}
+    return finish(interpreter, messages), record, ""
 
 
 # ---------------------------------------------------------------------- update_all / apply_edges
@@ -165,18 +187,19 @@ def update_all(g: Graph, message_fn: Any, reduce_fn: Any, update_fn: Callable | 
         raise TypeError(f"reduce_fn must be a unigraph.function reducer or a callable, got {type(reduce_fn).__name__}")
     if update_fn is not None and not callable(update_fn):
         raise TypeError(f"update_fn must be callable or None, got {type(update_fn).__name__}")
-    record = Record()
-    interpreter = Interpreter(g, record)
-    messages, source = _messages(g, message_fn, interpreter, record)
-    if isinstance(reduce_fn, ReduceFunction):
-        if reduce_fn.msg_field not in messages:
-            raise KeyError(f"the reducer {reduce_fn!r} reads message {reduce_fn.msg_field!r} but the message "
-                           f"function produces {sorted(messages)}")
-        results = {reduce_fn.out_field: interpreter.reduce(messages[reduce_fn.msg_field], reduce_fn.reduce)}
-    else:
-        per_edge = {key: interpreter.edge_values(value, "user-defined reducer") for key, value in messages.items()}
+
+    def finish(interpreter: Interpreter, messages: dict) -> dict:
+        if isinstance(reduce_fn, ReduceFunction):
+            if reduce_fn.msg_field not in messages:
+                raise MissingMessage(f"the reducer {reduce_fn!r} reads message {reduce_fn.msg_field!r} but the "
+                                     f"message function produces {sorted(messages)}")
+            return {reduce_fn.out_field: interpreter.reduce(messages[reduce_fn.msg_field], reduce_fn.reduce)}
+        return {key: interpreter.edge_values(value, "user-defined reducer") for key, value in messages.items()}
+
+    results, record, source = _run_messages(g, message_fn, finish)
+    if not isinstance(reduce_fn, ReduceFunction):
         record.reasons.append("a user-defined reducer needs every node's mailbox")
-        results = _bucketed_reduce(g, reduce_fn, per_edge)
+        results = _bucketed_reduce(g, reduce_fn, results)
     for key, value in results.items():
         g.dstdata[key] = value
     if update_fn is not None:
@@ -190,11 +213,12 @@ def update_all(g: Graph, message_fn: Any, reduce_fn: Any, update_fn: Callable | 
 def apply_edges(g: Graph, fn: Any) -> MessagePlan:
     """Compute edge features from ``fn`` (a built-in or a function of an :class:`EdgeBatch`) into
     ``g.edata`` (DGL's ``apply_edges``)."""
-    record = Record()
-    interpreter = Interpreter(g, record)
-    messages, source = _messages(g, fn, interpreter, record)
-    for key, value in messages.items():
-        g.edata[key] = interpreter.edge_values(value, "apply_edges")
+    def finish(interpreter: Interpreter, messages: dict) -> dict:
+        return {key: interpreter.edge_values(value, "apply_edges") for key, value in messages.items()}
+
+    results, record, source = _run_messages(g, fn, finish)
+    for key, value in results.items():
+        g.edata[key] = value
     return MessagePlan.from_record("apply_edges", source, record)
 
 

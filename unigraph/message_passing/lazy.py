@@ -40,8 +40,9 @@ import torch
 from torch import Tensor
 
 from unigraph import ops
-from unigraph.message_passing.rowwise import is_rowwise
-from unigraph.message_passing.tracing import CONST, DOMAIN_NAMES, E, U, V, Instruction, Ref, Traced, map_structure
+from unigraph.message_passing.rowwise import is_rowwise, on_node_rows
+from unigraph.message_passing.tracing import (
+    CONST, DOMAIN_NAMES, E, U, V, Instruction, Ref, Traced, leaves, map_structure)
 from unigraph.ops.broadcast import broadcast_feature_shape
 
 _FLIPPED = {"sum": "sum", "mean": "mean", "max": "min", "min": "max"}  # reduce of the negation
@@ -50,6 +51,11 @@ _BINARY = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operat
            "add": "add", "sub": "sub", "mul": "mul", "div": "div",
            "__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div"}
 _SHAPE_ATTRIBUTES = ("shape", "ndim", "dtype", "device", "requires_grad", "is_cuda", "layout")
+
+
+class Unfusable(Exception):
+    """The program cannot be run exactly here; the caller runs the message eagerly instead (and
+    says why in its plan)."""
 
 
 @dataclasses.dataclass
@@ -135,6 +141,8 @@ class Interpreter:
         lazy = _lazy_leaves(args, kwargs)
         if not lazy:
             return _execute(node, args, kwargs)
+        if _is_structural(node, args):  # `.values` of max's result, `[0]` of chunk's: pick, do not compute
+            return _execute(node, args, kwargs, unwrap=False)
         answer = self._shape_query(node, args, kwargs)
         if answer is not NotImplemented:
             return answer
@@ -154,7 +162,12 @@ class Interpreter:
             first = tensors[0]
             if is_rowwise(node.op, node.target, args, kwargs, tensors, first.dim(),
                           math.prod(first.shape[1:]), self.g.num_edges, _is_lazy):
-                return self._wrap(_execute(node, _unwrap(args), _unwrap(kwargs)), domain)
+                rows = first.shape[0]
+                node_args, node_kwargs = on_node_rows(node.target, _unwrap(args), _unwrap(kwargs), rows)
+                result = _execute(node, node_args, node_kwargs)
+                if _has_rows(result, rows):
+                    return self._wrap(result, domain)
+                # a call the rules took for row-wise returned other rows: run it as written instead
         self.record.reasons.append(f"{node.name} = {_target_name(node)}(...) is not row-wise on "
                                    f"{' and '.join(sorted(DOMAIN_NAMES[d] for d in _all_domains(lazy)))}")
         edge_args = map_structure(args, lambda a: self.materialize(a, node.name) if _is_lazy(a) else a)
@@ -238,11 +251,19 @@ class Interpreter:
     # ------------------------------------------------------------------ materializing per edge
     def edge_values(self, value: Any, why: str) -> Tensor:
         """The per-edge tensor of an output value (a message handed to a user's ``aggregate``, an
-        ``apply_edges`` result); raises TypeError when it is not a per-edge value."""
-        if not _is_lazy(value):
-            raise TypeError("a message must be computed from per-edge inputs (x_j, x_i, edge features); "
-                            f"it returned a value that is none of them: {type(value).__name__}")
-        return self.materialize(value, why)
+        ``apply_edges`` result); raises :class:`Unfusable` when it is not one row per edge."""
+        return self.materialize(self.output(value), why)
+
+    def output(self, value: Any) -> "Rows | Pending":
+        """A program's result as a per-edge value. A plain tensor with one row per edge (a message
+        that transposed, sliced or reshaped across rows on the way) is what the messages are, as
+        in the eager path; anything else is left to the eager path to run (and to reject)."""
+        if _is_lazy(value):
+            return value
+        if isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == self.g.num_edges:
+            return Rows(E, value)
+        got = f"a tensor of shape {list(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
+        raise Unfusable(f"the traced message returned {got}, not one row per edge ({self.g.num_edges})")
 
     def materialize(self, value: Rows | Pending, why: str) -> Tensor:
         """The per-edge tensor of ``value`` (the gather or g-SDDMM is recorded)."""
@@ -262,9 +283,7 @@ class Interpreter:
     # ------------------------------------------------------------------ the reduction
     def reduce(self, value: Any, reduce: str) -> Tensor:
         """``out[v] = reduce over in-edges of v of value`` (see the module docstring)."""
-        if not _is_lazy(value):
-            raise TypeError("a message must be computed from per-edge inputs (x_j, x_i, edge features); "
-                            f"it returned a value that is none of them: {type(value).__name__}")
+        value = self.output(value)
         if isinstance(value, Rows):
             if value.domain == U:
                 return self._spmm("copy_u", reduce, value.tensor, None)
@@ -332,9 +351,7 @@ class Interpreter:
 # ---------------------------------------------------------------------- helpers
 def _lazy_leaves(args: tuple, kwargs: dict) -> list:
     """The Rows/Pending anywhere among the arguments."""
-    found: list = []
-    map_structure((args, kwargs), lambda a: found.append(a) if isinstance(a, (Rows, Pending)) else None)
-    return found
+    return [a for a in leaves((args, kwargs)) if isinstance(a, (Rows, Pending))]
 
 
 def _unwrap(tree: Any) -> Any:
@@ -348,11 +365,24 @@ def _all_domains(lazy: list) -> set[str]:
     return out
 
 
-def _execute(node: Instruction, args: tuple, kwargs: dict) -> Any:
-    args, kwargs = _unwrap(args), _unwrap(kwargs)
+def _execute(node: Instruction, args: tuple, kwargs: dict, *, unwrap: bool = True) -> Any:
+    if unwrap:
+        args, kwargs = _unwrap(args), _unwrap(kwargs)
     if node.op == "call_method":
         return getattr(args[0], node.target)(*args[1:], **kwargs)
     return node.target(*args, **kwargs)
+
+
+def _is_structural(node: Instruction, args: tuple) -> bool:
+    """``getattr``/``[i]`` on a tuple, list or dict of values: picks one, computes nothing."""
+    return (node.target in (getattr, operator.getitem, "__getitem__") and len(args) == 2
+            and isinstance(args[0], (tuple, list, dict)) and not _is_lazy(args[1]))
+
+
+def _has_rows(result: Any, rows: int) -> bool:
+    """Whether every tensor in ``result`` has ``rows`` rows (a row-wise call's promise)."""
+    tensors = [t for t in leaves(result) if isinstance(t, Tensor)]
+    return bool(tensors) and all(t.dim() > 0 and t.shape[0] == rows for t in tensors)
 
 
 def _target_name(node: Instruction) -> str:

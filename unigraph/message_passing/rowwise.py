@@ -46,6 +46,9 @@ for _name, _spec in {
     "logsumexp": (1, _NO_DEFAULT), "softmax": (1, _NO_DEFAULT), "log_softmax": (1, _NO_DEFAULT),
     "cumsum": (1, _NO_DEFAULT), "cumprod": (1, _NO_DEFAULT), "argmax": (1, None), "argmin": (1, None),
     "norm": (2, None), "unbind": (1, 0), "chunk": (2, 0), "split": (2, 0), "std": (1, None), "var": (1, None),
+    "topk": (2, -1), "sort": (1, -1), "argsort": (1, -1), "kthvalue": (2, -1), "mode": (1, -1),
+    "median": (1, None), "nanmedian": (1, None), "cummax": (1, _NO_DEFAULT), "cummin": (1, _NO_DEFAULT),
+    "logcumsumexp": (1, _NO_DEFAULT), "all": (1, None), "any": (1, None),
 }.items():
     DIM_CALLS[_name] = _spec
     if hasattr(torch, _name):
@@ -188,3 +191,17 @@ def _cat_like(key: Any, args: tuple, kwargs: dict, rank: int, is_row: Callable[[
         return False
     dim = _arg(args, kwargs, 1, "dim", 0)
     return _keeps_rows(dim, rank + 1 if key is torch.stack else rank)
+
+
+def on_node_rows(target: Any, args: tuple, kwargs: dict, rows: int) -> tuple[tuple, dict]:
+    """The arguments of a row-wise call, rewritten to run on ``rows`` node rows instead of the
+    per-edge view: ``x_j.view(E, -1)`` (or ``x_j.view(x_j.size(0), -1)``) names the edge count as
+    its first dimension, which becomes the node count."""
+    if target not in ("view", "reshape", torch.reshape):
+        return args, kwargs
+    if "shape" in kwargs:
+        return args, dict(kwargs, shape=(rows,) + tuple(kwargs["shape"])[1:])
+    shape = args[1:]
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+        return (args[0], (rows,) + tuple(shape[0])[1:]), kwargs
+    return (args[0], rows) + tuple(shape[1:]), kwargs

@@ -8,9 +8,10 @@ interpreter in :mod:`unigraph.message_passing.lazy` then decides, call by call, 
 node rows, what becomes a g-SDDMM, and what the final reduction turns into.
 
 Tensors the function reaches through closures or module attributes (weights, say) are not
-inputs: they are recorded as constants inside the trace. A trace whose constants carry autograd
-history (a tensor computed from parameters inside the message) cannot be reused, because
-reusing it would replay a stale autograd graph; :attr:`Traced.reusable` says so.
+inputs: they are recorded as constants inside the trace, and so is every Python value it read
+(``self.tau``, ``self.training``, a global) and every branch it took. A trace is therefore a
+snapshot of one call: callers trace again on every call (see
+:mod:`unigraph.message_passing.base`, "Why every call traces") and never replay an old one.
 """
 from __future__ import annotations
 
@@ -75,7 +76,6 @@ class Traced:
 
     program: tuple[Instruction, ...]
     output: Any
-    reusable: bool
 
     @property
     def inputs(self) -> list[TracedInput]:
@@ -111,8 +111,12 @@ def map_structure(tree: Any, fn) -> Any:
     without fx, so that dynamo can trace it)."""
     if not isinstance(tree, _CONTAINERS):
         return fn(tree)
-    if isinstance(tree, tuple) and not hasattr(tree, "_fields"):
-        return tuple(map_structure(t, fn) for t in tree)
+    if isinstance(tree, tuple):
+        items = [map_structure(t, fn) for t in tree]
+        if type(tree) is tuple:
+            return tuple(items)
+        # keep named results (torch.return_types.max, namedtuples): the message reads `.values`
+        return tree._make(items) if hasattr(tree, "_make") else type(tree)(items)
     if isinstance(tree, list):
         return [map_structure(t, fn) for t in tree]
     if isinstance(tree, dict):
@@ -120,6 +124,23 @@ def map_structure(tree: Any, fn) -> Any:
     if isinstance(tree, slice):
         return slice(map_structure(tree.start, fn), map_structure(tree.stop, fn), map_structure(tree.step, fn))
     return fn(tree)
+
+
+def leaves(tree: Any) -> list:
+    """The leaves of nested tuples, lists, dicts and slices, in order (nothing is rebuilt)."""
+    out: list = []
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        elif isinstance(item, slice):
+            stack.extend((item.step, item.stop, item.start))
+        else:
+            out.append(item)
+    return out
 
 
 class InputFactory:
@@ -169,11 +190,7 @@ def trace(call: Callable[[InputFactory], Any]) -> Traced:
             # map_structure also turns fx's immutable containers into plain tuples, lists and dicts
             program.append(Instruction(node.op, node.target, map_structure(node.args, ref),
                                        map_structure(node.kwargs, ref), node.name))
-    constants: list = []
-    for ins in program:
-        map_structure((ins.args, ins.kwargs), constants.append)
-    reusable = not any(isinstance(a, torch.Tensor) and a.grad_fn is not None for a in constants)
-    return Traced(tuple(program), map_structure(output, ref), reusable)
+    return Traced(tuple(program), map_structure(output, ref))
 
 
 def _output_nodes(result: Any):

@@ -1,0 +1,67 @@
+"""PyG's ``MessagePassing`` arguments, checked in one place: each works as in PyG or is refused by
+name, with the value received and what unigraph accepts instead.
+
+=====================  ==========================================================================
+PyG argument           in unigraph
+=====================  ==========================================================================
+``aggr=None``          accepted when the layer overrides ``aggregate`` (checked in the base class)
+``aggr=[...]``/module  refused: one aggregation name, or override ``aggregate``
+``aggr_kwargs``        refused unless empty (it configures PyG's aggregation modules)
+``flow``               ``"source_to_target"`` (the direction of a :class:`~unigraph.Graph`);
+                       ``"target_to_source"`` is refused: pass ``g.reverse()`` instead
+``node_dim``           ``0``, or PyG's default ``-2`` while the features are 2-D (then the same
+                       dimension); nodes are always dimension 0 here
+``decomposed_layers``  any positive int; the results do not depend on it, and the fused path
+                       builds no E x F message tensor to split
+``propagate(size=)``   ``None`` or the graph's ``(num_src_nodes, num_dst_nodes)``: the graph
+                       carries its sizes
+=====================  ==========================================================================
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+FLOWS = ("source_to_target",)
+
+
+def pyg_settings(who: str, *, flow: Any, node_dim: Any, aggr_kwargs: Any, decomposed_layers: Any) -> None:
+    """Refuse the ``MessagePassing.__init__`` arguments unigraph cannot honour."""
+    if flow == "target_to_source":
+        raise ValueError(f"{who}: flow='target_to_source' is not supported: a unigraph.Graph fixes the direction "
+                         "(messages go from edge_index[0] to edge_index[1]); propagate over g.reverse() instead")
+    if flow not in FLOWS:
+        raise ValueError(f"{who}: flow must be 'source_to_target', got {flow!r}")
+    if isinstance(node_dim, bool) or not isinstance(node_dim, int) or node_dim not in (0, -2):
+        raise ValueError(f"{who}: node_dim must be 0 (unigraph keeps nodes in dimension 0), or PyG's default -2 "
+                         f"for 2-D features; got {node_dim!r}")
+    if aggr_kwargs:
+        raise ValueError(f"{who}: aggr_kwargs={aggr_kwargs!r} configures PyG's aggregation modules, which unigraph "
+                         "does not have; override aggregate() for a parametrized aggregation")
+    if isinstance(decomposed_layers, bool) or not isinstance(decomposed_layers, int) or decomposed_layers < 1:
+        raise ValueError(f"{who}: decomposed_layers must be a positive int, got {decomposed_layers!r}")
+
+
+def check_node_dim(node_dim: int, x: Any, name: str, who: str) -> None:
+    """With ``node_dim=-2`` (PyG's default) nodes are dimension 0 only for 2-D features."""
+    if node_dim != -2:
+        return
+    for part in (x if isinstance(x, (tuple, list)) else (x,)):
+        if isinstance(part, Tensor) and part.dim() != 2:
+            raise ValueError(f"{who} has node_dim=-2 (PyG's default), which for {name} of shape {list(part.shape)} "
+                             f"is dimension {part.dim() - 2}, not the nodes; unigraph keeps nodes in dimension 0: "
+                             "pass node_dim=0")
+
+
+def check_propagate_size(g, kwargs: dict, who: str, message_reads_size: bool) -> None:
+    """PyG's ``propagate(edge_index, size=...)``: the graph has its sizes, so a ``size`` that is
+    not a message input must agree with them."""
+    if message_reads_size or kwargs.get("size") is None:
+        return
+    size = kwargs["size"]
+    expected = (g.num_src_nodes, g.num_dst_nodes)
+    if not isinstance(size, (tuple, list)) or len(size) != 2 or tuple(
+            expected[i] if s is None else s for i, s in enumerate(size)) != expected:
+        raise ValueError(f"{who}.propagate got size={size!r} but the graph has {expected[0]} source and "
+                         f"{expected[1]} destination nodes; the graph carries its sizes (pass size=None)")
