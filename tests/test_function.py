@@ -17,7 +17,9 @@ BINARY = [f"{a}_{op}_{b}" for a in "uve" for b in "uve" if a != b for op in ("ad
 MESSAGES = ["copy_u", "copy_e"] + BINARY
 REDUCERS = ["sum", "mean", "max", "min"]
 # (node feature shape, edge feature shape): equal widths, and per-head weights broadcast DGL-style
-SHAPES = [((3,), (3,)), ((2, 3), (2, 1))]
+# (node feature shape, edge feature shape); the last two differ in rank: DGL pads 1s right after the
+# row dimension ([E, 4] against [N, 4, 4] is [E, 1, 4]).
+SHAPES = [((3,), (3,)), ((2, 3), (2, 1)), ((4, 4), (4,)), ((4,), (3, 4))]
 
 
 def make_message(name: str):
@@ -113,7 +115,7 @@ def test_dgl_names_match(dgl):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("shapes", SHAPES, ids=["equal", "per-head"])
+@pytest.mark.parametrize("shapes", SHAPES, ids=["equal", "per-head", "node-rank-higher", "edge-rank-higher"])
 def test_update_all_builtins_match_dgl_on_edge_cases(dgl, backend, shapes):
     g = edge_case_graph()
     gen = torch.Generator().manual_seed(0)
