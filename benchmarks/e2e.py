@@ -82,7 +82,7 @@ class Trainee:
 
 
 def unigraph_gat(ds, backend: str, out_heads: int) -> Trainee:
-    model = unigraph.GAT(ds.num_features, ds.num_classes, hidden_channels=8, heads=8, out_heads=out_heads,
+    model = unigraph.GAT(ds.num_features, out_channels=ds.num_classes, hidden_channels=8, heads=8, out_heads=out_heads,
                          dropout=DROPOUT)
     graph, x = ds.graph, ds.x  # the model adds self-loops and makes bag-of-words input sparse itself
     return Trainee(f"unigraph:{backend}", model, lambda: model(graph, x), ds.y, _masks(ds), backend=backend)
@@ -192,9 +192,12 @@ def mini_batch(args, pyg) -> list[dict]:
     for model_name in ("graphsage", "gat"):
         torch.manual_seed(args.seed)
         if model_name == "graphsage":
-            model = unigraph.GraphSAGE(args.mb_features, args.mb_classes, hidden_channels=256, num_layers=2, dropout=0.5)
+            model = unigraph.GraphSAGE(args.mb_features, out_channels=args.mb_classes, hidden_channels=256, num_layers=2,
+                                       dropout=0.5)
         else:
-            model = unigraph.GAT(args.mb_features, args.mb_classes, hidden_channels=8, heads=8, dropout=DROPOUT)
+            # the same model as PyG's GAT below: 8 heads of 8 features, a last layer of 8 averaged heads
+            model = unigraph.GAT(args.mb_features, out_channels=args.mb_classes, hidden_channels=8, heads=8, out_heads=8,
+                                 dropout=DROPOUT)
         optimizer = torch.optim.Adam(model.parameters(), lr=LR)
         loader = NodeLoader(graph, seeds, NeighborSampler([25, 10]), batch_size=1024, features=x, labels=labels,
                             seed=args.seed)
@@ -224,7 +227,8 @@ def _pyg_mini_batch(args, pyg, model_name, graph, x, labels, seeds) -> list[dict
     if model_name == "graphsage":
         model = pyg.nn.GraphSAGE(args.mb_features, 256, num_layers=2, out_channels=args.mb_classes, dropout=0.5)
     else:
-        model = pyg.nn.GAT(args.mb_features, 8, num_layers=2, out_channels=args.mb_classes, heads=8, dropout=DROPOUT)
+        # PyG divides hidden_channels among the heads: 64 is 8 heads of 8, as unigraph's hidden_channels=8
+        model = pyg.nn.GAT(args.mb_features, 64, num_layers=2, out_channels=args.mb_classes, heads=8, dropout=DROPOUT)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
 
     def train_one(batch):

@@ -16,12 +16,12 @@ def accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> float
 
 def make_model(name: str, ds, **kwargs):
     if name == "GCN":
-        return unigraph.GCN(ds.num_features, ds.num_classes, **kwargs)
+        return unigraph.GCN(ds.num_features, out_channels=ds.num_classes, **kwargs)
     if name == "GAT":
-        return unigraph.GAT(ds.num_features, ds.num_classes, **kwargs)
+        return unigraph.GAT(ds.num_features, out_channels=ds.num_classes, **kwargs)
     if name == "GraphSAGE":
-        return unigraph.GraphSAGE(ds.num_features, ds.num_classes, hidden_channels=64, num_layers=2, **kwargs)
-    return unigraph.GIN(ds.num_features, ds.num_classes, hidden_channels=32, num_layers=2, **kwargs)
+        return unigraph.GraphSAGE(ds.num_features, out_channels=ds.num_classes, hidden_channels=64, num_layers=2, **kwargs)
+    return unigraph.GIN(ds.num_features, out_channels=ds.num_classes, hidden_channels=32, num_layers=2, **kwargs)
 
 
 def train(model, ds, x, *, epochs: int, lr: float, weight_decay: float = 5e-4, evaluate_from: int | None = None,
@@ -71,10 +71,10 @@ def test_planetoid_accuracy_in_published_range(planetoid_root, dataset, name, th
     x = ds.x.to_sparse_csr()  # bag-of-words: the first layer runs a sparse product
     torch.manual_seed(0)
     if name == "GCN":
-        model = unigraph.GCN(ds.num_features, ds.num_classes, cached=True)
+        model = unigraph.GCN(ds.num_features, out_channels=ds.num_classes, cached=True)
         reached = train(model, ds, x, epochs=200, lr=0.01, evaluate_from=100)
     else:
-        model = unigraph.GAT(ds.num_features, ds.num_classes)
+        model = unigraph.GAT(ds.num_features, out_channels=ds.num_classes)
         reached = train(model, ds, x, epochs=200, lr=0.005, evaluate_from=100)
     assert reached >= threshold, f"{name} on {dataset}: test accuracy {reached:.3f} < {threshold}"
 
@@ -154,11 +154,11 @@ def test_models_reject_mismatched_blocks(synthetic):
 
 
 def test_gat_defaults_follow_the_paper(synthetic):
-    model = unigraph.GAT(synthetic.num_features, synthetic.num_classes)
+    model = unigraph.GAT(synthetic.num_features, out_channels=synthetic.num_classes)
     first, last = model.convs
     assert (first.heads, first.out_channels, first.concat, first.dropout) == (8, 8, True, 0.6)
     assert (last.heads, last.concat, last.dropout) == (1, False, 0.6) and model.dropout == 0.6
-    sage = unigraph.GraphSAGE(synthetic.num_features, synthetic.num_classes)
+    sage = unigraph.GraphSAGE(synthetic.num_features, out_channels=synthetic.num_classes)
     assert len(sage.convs) == 3 and sage.convs[0].out_channels == 256 and sage.convs[0].aggr == "mean"
     assert sage.dropout == 0.5
 
@@ -168,8 +168,8 @@ def test_models_compile_without_graph_breaks(synthetic):
     (their message traces are cached by one eager call; compiled code replays the cached program)."""
     g = synthetic.graph.prepare()
     x = synthetic.x[:, :8].contiguous()
-    for model in (unigraph.GAT(8, 4, hidden_channels=4, heads=2), unigraph.GCN(8, 4),
-                  unigraph.GraphSAGE(8, 4, hidden_channels=8, num_layers=2)):
+    for model in (unigraph.GAT(8, out_channels=4, hidden_channels=4, heads=2), unigraph.GCN(8, out_channels=4),
+                  unigraph.GraphSAGE(8, out_channels=4, hidden_channels=8, num_layers=2)):
         model.eval()
         expected = model(g, x)
         expected_grads = torch.autograd.grad(expected.square().sum(), list(model.parameters()))
@@ -180,3 +180,17 @@ def test_models_compile_without_graph_breaks(synthetic):
         torch.testing.assert_close(out, expected, msg=lambda m: f"{type(model).__name__}: {m}")
         for got, want in zip(grads, expected_grads):
             torch.testing.assert_close(got, want, msg=lambda m: f"{type(model).__name__} gradient: {m}")
+
+
+@pytest.mark.parametrize("cls", [unigraph.GCN, unigraph.GraphSAGE, unigraph.GAT, unigraph.GIN])
+def test_sizes_after_in_channels_are_keyword_only(cls):
+    """PyG's basic models read GCN(1433, 16, 2, 7) as (in, hidden, num_layers, out); ours must not
+    read it in another order (it once built 7 layers of width 2)."""
+    with pytest.raises(TypeError, match="positional argument"):
+        cls(1433, 16, 2, 7)
+    with pytest.raises(TypeError, match="out_channels"):
+        cls(1433)
+    model = cls(12, out_channels=7, hidden_channels=16, num_layers=2)
+    assert len(model.convs) == 2
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    assert model.eval()(g, torch.randn(3, 12)).shape == (3, 7)

@@ -25,10 +25,11 @@ class GAT(LayerStack):
     is converted once and cached) are projected with a sparse product and dropped out sparsely (see
     :mod:`unigraph.nn.projection`).
 
-    Args:
+    Args (all but ``in_channels`` by keyword, see :class:`~unigraph.models.layer_stack.LayerStack`):
         in_channels (int): input feature size.
         out_channels (int): number of classes.
-        hidden_channels (int, optional): features per head in hidden layers. (default: ``8``)
+        hidden_channels (int, optional): features *per head* in hidden layers (PyG's GAT model divides
+            its ``hidden_channels`` among the heads instead). (default: ``8``)
         heads (int, optional): heads in hidden layers. (default: ``8``)
         num_layers (int, optional): number of layers. (default: ``2``)
         out_heads (int, optional): heads of the last layer, averaged. (default: ``1``)
@@ -47,7 +48,7 @@ class GAT(LayerStack):
     dropout_at = "before"
     activation = staticmethod(F.elu)
 
-    def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 8, heads: int = 8,
+    def __init__(self, in_channels: int, *, out_channels: int, hidden_channels: int = 8, heads: int = 8,
                  num_layers: int = 2, out_heads: int = 1, dropout: float = 0.6, attention_dropout: float | None = None,
                  negative_slope: float = 0.2, residual: bool = False):
         super().__init__()

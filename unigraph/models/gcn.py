@@ -18,7 +18,7 @@ class GCN(LayerStack):
         \mathbf{Z} = \hat{\mathbf{A}}\, \mathrm{ReLU}\big(\hat{\mathbf{A}} \mathbf{X} \mathbf{W}^{(0)}\big)
         \mathbf{W}^{(1)}, \qquad \hat{\mathbf{A}} = \hat{\mathbf{D}}^{-1/2}(\mathbf{A} + \mathbf{I})\hat{\mathbf{D}}^{-1/2}
 
-    Args:
+    Args (all but ``in_channels`` by keyword, see :class:`~unigraph.models.layer_stack.LayerStack`):
         in_channels (int): input feature size.
         out_channels (int): number of classes.
         hidden_channels (int, optional): hidden size. (default: ``16``)
@@ -34,7 +34,7 @@ class GCN(LayerStack):
 
     dropout_at = "before"
 
-    def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 16, num_layers: int = 2,
+    def __init__(self, in_channels: int, *, out_channels: int, hidden_channels: int = 16, num_layers: int = 2,
                  dropout: float = 0.5, cached: bool = False):
         super().__init__()
         check_positive(num_layers, "num_layers", "GCN")

@@ -24,7 +24,7 @@ class GIN(LayerStack):
         \mathbf{h}_i^{(l+1)} = \mathrm{MLP}^{(l)}\Big((1 + \epsilon^{(l)})\, \mathbf{h}_i^{(l)} +
         \sum_{j \in \mathcal{N}(i)} \mathbf{h}_j^{(l)}\Big)
 
-    Args:
+    Args (all but ``in_channels`` by keyword, see :class:`~unigraph.models.layer_stack.LayerStack`):
         in_channels (int): input feature size.
         out_channels (int): number of classes.
         hidden_channels (int, optional): hidden size. (default: ``64``)
@@ -39,7 +39,7 @@ class GIN(LayerStack):
 
     dropout_at = "after"
 
-    def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 64, num_layers: int = 3,
+    def __init__(self, in_channels: int, *, out_channels: int, hidden_channels: int = 64, num_layers: int = 3,
                  dropout: float = 0.5, train_eps: bool = False):
         super().__init__()
         check_positive(num_layers, "num_layers", "GIN")

@@ -18,7 +18,7 @@ class GraphSAGE(LayerStack):
         \mathbf{h}_i^{(l+1)} = \mathrm{ReLU}\Big(\mathbf{W}_2^{(l)} \mathbf{h}_i^{(l)} + \mathbf{W}_1^{(l)}
         \operatorname{mean}_{j \in \mathcal{N}(i)} \mathbf{h}_j^{(l)}\Big)
 
-    Args:
+    Args (all but ``in_channels`` by keyword, see :class:`~unigraph.models.layer_stack.LayerStack`):
         in_channels (int): input feature size.
         out_channels (int): number of classes.
         hidden_channels (int, optional): hidden size. (default: ``256``)
@@ -33,7 +33,7 @@ class GraphSAGE(LayerStack):
 
     dropout_at = "after"
 
-    def __init__(self, in_channels: int, out_channels: int, hidden_channels: int = 256, num_layers: int = 3,
+    def __init__(self, in_channels: int, *, out_channels: int, hidden_channels: int = 256, num_layers: int = 3,
                  aggr: str = "mean", dropout: float = 0.5):
         super().__init__()
         check_positive(num_layers, "num_layers", "GraphSAGE")

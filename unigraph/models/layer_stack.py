@@ -40,7 +40,12 @@ def apply_layer(conv: torch.nn.Module, graph: Graph, h: Tensor, *, first: bool, 
 
 class LayerStack(torch.nn.Module):
     """Base of the node classifiers: subclasses build ``self.convs`` and ``self.dropout`` and set
-    ``dropout_at`` and ``activation``."""
+    ``dropout_at`` and ``activation``.
+
+    Their sizes are keyword-only after ``in_channels``: ``GCN(1433, out_channels=7,
+    hidden_channels=16)``. PyG's basic models take ``(in_channels, hidden_channels, num_layers,
+    out_channels)`` positionally; here a positional call is refused (TypeError) rather than read
+    in another order."""
 
     dropout_at: str = "after"
     activation = staticmethod(F.relu)

@@ -43,4 +43,4 @@ def build_node_classifier(name: str, in_channels: int, num_classes: int, *, num_
         if key != "gat":
             raise ValueError(f"heads applies to the GAT model only, not {key!r}")
         kwargs["heads"] = heads
-    return cls(in_channels, num_classes, **kwargs)
+    return cls(in_channels, out_channels=num_classes, **kwargs)
