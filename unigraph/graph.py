@@ -454,14 +454,20 @@ class Graph:
             )
         return self._cache["stats"]
 
-    def prepare(self) -> "Graph":
+    def prepare(self, *, self_loops: bool = True) -> "Graph":
         """Build every cached format and the statistics now (eagerly), and return ``self``.
 
         ``torch.compile`` traces a model without graph breaks only if the graph is prepared:
-        building formats needs data-dependent sizes that a trace cannot capture.
+        building formats needs data-dependent sizes that a trace cannot capture. With
+        ``self_loops`` (the default) this also builds, prepared, the graph with one self-loop per
+        node that GCNConv and the attention layers run on (:mod:`unigraph.self_loops`; one more
+        copy of the structure: pass ``self_loops=False`` where no such layer runs).
         """
         self.tensors()
         self.stats()
+        if self_loops:
+            from unigraph.self_loops import with_self_loops  # a graph-level transform, imported when used
+            with_self_loops(self).graph.prepare(self_loops=False)
         return self
 
     def is_prepared(self) -> bool:
@@ -474,11 +480,18 @@ class Graph:
         self-loops, a backend decision), so that they are computed once per graph. ``key`` must
         be hashable and say everything the value depends on besides the structure; namespace
         it (e.g. ``("unigraph.nn", "gcn_norm", ...)``) so that callers cannot collide.
+
+        While ``torch.compile`` traces, a missing value is built but not kept (keeping it would be
+        a side effect the compiled code replays): build what a compiled model needs eagerly, as
+        :meth:`prepare` does.
         """
         cache = self._cache
-        if key not in cache:
-            cache[key] = build()
-        return cache[key]
+        if key in cache:
+            return cache[key]
+        value = build()
+        if not torch.compiler.is_compiling():
+            cache[key] = value
+        return value
 
     # ------------------------------------------------------------------ transforms
     def _coo(self) -> tuple[Tensor, Tensor]:

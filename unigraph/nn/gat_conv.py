@@ -12,7 +12,7 @@ from unigraph.message_passing.inputs import check_graph, split_pair
 from unigraph.nn.checks import (
     channels_pair, check_positive, check_probability, check_width, edge_input, glorot_)
 from unigraph.nn.projection import keep_mask, linear
-from unigraph.nn.self_loops import SelfLooped, with_self_loops
+from unigraph.self_loops import SelfLooped, with_self_loops
 
 LOOP_FILL_REDUCES = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin"}
 

@@ -12,7 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_graph, check_rows
 from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
 from unigraph.nn.projection import linear
-from unigraph.nn.self_loops import with_self_loops
+from unigraph.self_loops import with_self_loops
 
 
 class GCNConv(MessagePassing):
@@ -97,21 +97,33 @@ class GCNConv(MessagePassing):
 
     # ------------------------------------------------------------------ normalization
     def _normalized(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+        """The graph to propagate on and its normalized edge weights, cached where the docstring
+        says. While torch.compile traces, caches are read but not written (a write would be a side
+        effect of the compiled code): the weights are then computed in the compiled graph."""
         if self.cached and self._cached_norm is not None and self._cached_norm[0]() is g:
             return self._cached_norm[1], self._cached_norm[2]
+        compiling = torch.compiler.is_compiling()
+        if compiling and self.cached and edge_weight is not None:
+            # eager freezes the first call's weights; a compiled model cannot store them
+            raise RuntimeError("GCNConv(cached=True) with edge weights cannot be compiled before its normalization is "
+                               "cached: run it once eagerly on this graph first, or use cached=False")
         if edge_weight is None:  # a function of the structure alone: cache it on the graph
             key = ("unigraph.nn", "gcn_norm", self.improved, self.add_self_loops, dtype)
             result = g.memo(key, lambda: self._normalize(g, None, dtype))
         else:
             result = self._normalize(g, edge_weight, dtype)
-        if self.cached:
+        if self.cached and not compiling:
             looped, weights = result
             self._cached_norm = (weakref.ref(g), looped, weights.detach())
         return result
 
     def _normalize(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+        """Degrees are summed in float32 at least, then the weights cast to ``dtype``: in bfloat16
+        (autocast) a sum of ones stops growing at 256, and a hub's degree would come out wrong."""
         fill = 2.0 if self.improved else 1.0
-        weights = edge_weight if edge_weight is not None else torch.ones(g.num_edges, dtype=dtype, device=g.device)
+        exact = torch.promote_types(dtype, torch.float32)
+        weights = edge_weight if edge_weight is not None else torch.ones(g.num_edges, dtype=exact, device=g.device)
+        weights = weights.to(exact)
         if self.add_self_loops:
             looped = with_self_loops(g)
             loop_weights = weights.new_full((looped.num_loops,), fill)
@@ -119,12 +131,11 @@ class GCNConv(MessagePassing):
                 # an existing self-loop keeps its weight (the last one where a node has several)
                 loop_weights = loop_weights.index_put((g.src[looped.dropped],), weights[looped.dropped])
             g, weights = looped.graph, looped.edge_values(weights, loop_weights)
-        weights = weights.to(dtype)
         in_degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
         out_degree = weights.new_zeros(g.num_src_nodes).index_add(0, g.src, weights) if g.is_bipartite else in_degree
         norm = (_inverse_sqrt(out_degree).index_select(0, g.src) * weights
                 * _inverse_sqrt(in_degree).index_select(0, g.dst))
-        return g, norm
+        return g, norm.to(dtype)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"

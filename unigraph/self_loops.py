@@ -1,4 +1,6 @@
-"""Self-loops for the attention and GCN layers, built once per graph and cached on it.
+"""The graph with one self-loop per node, which GCNConv and the attention layers run on: built once
+per graph, cached on it, and built by :meth:`Graph.prepare` (``torch.compile`` cannot build it
+while tracing: how many loops a graph already has is data).
 
 PyG's GCN (``add_remaining_self_loops``) and GAT (``remove_self_loops`` + ``add_self_loops``) use the
 same structure: every existing self-loop is dropped and one loop ``i -> i`` is appended for each
@@ -14,7 +16,7 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 
-_CACHE_KEY = ("unigraph.nn", "self_loops")
+_CACHE_KEY = ("unigraph", "self_loops")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +37,9 @@ def with_self_loops(g: Graph) -> SelfLooped:
 
 
 def _build(g: Graph) -> SelfLooped:
+    if torch.compiler.is_compiling():  # how many loops the graph has is data: no trace can build this
+        raise RuntimeError("torch.compile needs the graph with self-loops built before tracing: call g.prepare() "
+                           "once (eagerly) before running the compiled model")
     is_loop = g.src == g.dst
     kept = (~is_loop).nonzero().flatten()
     dropped = is_loop.nonzero().flatten()

@@ -1,0 +1,76 @@
+"""Run in a fresh process by tests/test_compile_models.py: compile each case of
+``benchmarks/compile.py`` with ``fullgraph=True`` right after ``g.prepare()`` (its first call is
+compiled: no eager warm-up) and train it beside an eager copy for a few optimizer steps, on graphs
+of their own. Prints one JSON line per case: outputs, gradients and parameters agree or why not.
+
+    python tests/compile_check.py BACKEND[,BACKEND...] COMPILER CASE [CASE ...]
+"""
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import sys
+import traceback
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import unigraph  # noqa: E402
+from benchmarks.compile import make_case, synthetic_graph, train_step  # noqa: E402
+
+STEPS = 3
+RTOL, ATOL = 1e-6, 1e-8
+
+
+def largest_difference(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """None when ``a`` and ``b`` agree within tolerance, else the largest absolute difference."""
+    try:
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+        return None
+    except AssertionError:
+        return float((a - b).abs().max()) if a.shape == b.shape else float("inf")
+
+
+def check(name: str, backend: str, compiler: str) -> dict:
+    graphs = [synthetic_graph(40, 160).prepare() for _ in range(2)]  # one each: no shared caches
+    eager, eager_inputs = make_case(name, graphs[0], 6, 5, torch.float64)
+    compiled_model = copy.deepcopy(eager)
+    compiled_inputs = (graphs[1],) + eager_inputs[1:]
+    compiled = torch.compile(compiled_model, fullgraph=True, backend=compiler)
+    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.5)
+    compiled_opt = torch.optim.SGD(compiled_model.parameters(), lr=0.1, momentum=0.5)
+    problems = []
+    with unigraph.use_backend(backend):
+        for step in range(STEPS):
+            got = train_step(compiled, compiled_opt, compiled_inputs)  # compiled first: no warm-up
+            want = train_step(eager, eager_opt, eager_inputs)
+            if (diff := largest_difference(got, want)) is not None:
+                problems.append(f"step {step}: output differs by {diff:.3g}")
+            for (pname, p), q in zip(compiled_model.named_parameters(), eager.parameters()):
+                if (p.grad is None) != (q.grad is None):
+                    problems.append(f"step {step}: gradient of {pname} reached one model only")
+                elif p.grad is not None and (diff := largest_difference(p.grad, q.grad)) is not None:
+                    problems.append(f"step {step}: gradient of {pname} differs by {diff:.3g}")
+    for (pname, p), q in zip(compiled_model.named_parameters(), eager.parameters()):
+        if (diff := largest_difference(p.detach(), q.detach())) is not None:
+            problems.append(f"parameter {pname} after {STEPS} steps differs by {diff:.3g}")
+    return {"problems": problems}
+
+
+def main(argv: list[str]) -> None:
+    backends, compiler, *names = argv
+    for backend in backends.split(","):
+        for name in names:
+            torch._dynamo.reset()
+            try:
+                result = check(name, backend, compiler)
+            except Exception as err:  # report every case, not only the first failure
+                result = {"problems": [f"{type(err).__name__}: {str(err)[:2000]}"],
+                          "traceback": traceback.format_exc()[-3000:]}
+            print(json.dumps({"case": f"{name} on {backend}", **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
