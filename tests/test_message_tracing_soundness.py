@@ -226,6 +226,86 @@ def test_autocast_state_read_by_the_message():
     torch.testing.assert_close(fused.float(), -3.0 * plain, rtol=1e-2, atol=1e-2)
 
 
+# ---------------------------------------------------------------------- messages that read only their arguments
+class LiteralBranches(MessagePassing):
+    """Reads only its arguments: its trace is cached per input structure, literal values included."""
+
+    def message(self, x_j, flag, w=None):
+        h = x_j * 2.0 if flag is True else x_j - 1.0
+        return h if w is None else h * w.view(-1, 1)
+
+
+def test_cached_traces_of_argument_only_messages_follow_the_inputs(monkeypatch):
+    from unigraph.message_passing import base
+
+    g, x = make_graph(), features(7)
+    w = torch.rand(g.num_edges, dtype=torch.float64)
+    layer = LiteralBranches(aggr="sum")
+    assert layer._pure_message
+    traced = []
+    monkeypatch.setattr(base, "trace", lambda call: traced.append(1) or base_trace(call))
+    for flag in (True, 1, 1.0, False):  # 1 == 1.0 == True as dict keys, not to `is True`
+        for weight in (None, w, None):
+            assert_fused_matches_eager(layer, g, x=x, flag=flag, w=weight)
+    assert len(traced) <= 8, "eight structures: four flags, with and without w"
+    seen = len(traced)
+    assert_fused_matches_eager(layer, g, x=x, flag=True, w=w)
+    assert len(traced) == seen, "a structure seen before is not traced again"
+
+
+def base_trace(call):
+    from unigraph.message_passing.tracing import trace
+    return trace(call)
+
+
+_GLOBAL_SCALE = 2.0
+
+
+def _decorated(fn):
+    def wrapper(self, x_j):
+        return fn(self, x_j)
+    return wrapper
+
+
+class ReadsAttribute(MessagePassing):
+    def message(self, x_j):
+        return x_j * self.scale
+
+
+class ReadsGlobal(MessagePassing):
+    def message(self, x_j):
+        return x_j * _GLOBAL_SCALE
+
+
+class CallsBuiltin(MessagePassing):
+    def message(self, x_j):
+        return x_j * len(x_j.shape)
+
+
+class HasComprehension(MessagePassing):
+    def message(self, x_j):
+        return [t for t in (x_j,)][0]
+
+
+class Decorated(MessagePassing):
+    @_decorated
+    def message(self, x_j):
+        return x_j
+
+
+class CallsSuper(MessagePassing):
+    def message(self, x_j):
+        return super().message(x_j)
+
+
+@pytest.mark.parametrize("cls", [ReadsAttribute, ReadsGlobal, CallsBuiltin, HasComprehension, Decorated, CallsSuper])
+def test_messages_that_read_more_than_their_arguments_are_traced_every_call(cls):
+    from unigraph.message_passing.purity import reads_only_its_arguments
+
+    assert not reads_only_its_arguments(cls.message)
+    assert reads_only_its_arguments(LiteralBranches.message) and reads_only_its_arguments(MessagePassing.message)
+
+
 # ---------------------------------------------------------------------- what tracing cannot handle
 UNTRACEABLE_BEFORE = {
     "max values": lambda x_j: x_j - x_j.max(-1, keepdim=True).values,

@@ -34,18 +34,24 @@ A trace bakes in everything ``message`` read while it ran: tensors it computed f
 globals, the training flag, grad mode, which branch an ``if`` took. No set of guards checked per
 call covers all of that, so ``propagate`` traces ``message`` again on every call: each captured
 value is the current one, gradients flow to the current parameters, and a changed attribute takes
-effect at once. Tracing a few calls costs tens of microseconds per call (the measurement is in
-``docs/message_passing.md``), small beside the kernels of a layer. ``message`` runs once per call
-on proxies (twice where it then falls back to the eager path): a message with side effects
-performs them that often.
+effect at once. ``message`` therefore runs once per call on proxies (twice where it then falls
+back to the eager path): a message with side effects performs them that often.
 
-Under ``torch.compile`` nothing is traced by fx: dynamo traces ``message`` itself (with its own
-guards) on the eager path, gathered inputs then ``aggregate``; the default message (``x_j``)
-compiles to one g-SpMM ``copy_u``.
+The one exception is a message that reads nothing but its arguments, checked on its bytecode
+(:mod:`~unigraph.message_passing.purity`: no ``self``, no globals, no closures), as GCNConv's,
+GraphConv's, MRConv's and the default ``x_j``: its trace depends only on which inputs are tensors
+and the values of the others, so it is cached under exactly that key. What re-tracing costs is in
+``docs/message_passing.md``.
+
+Under ``torch.compile`` no fx trace can be taken. A message that reads only its arguments runs
+fused from its cached trace (traced in advance for the likely inputs when the layer is built);
+any other runs on the eager path, where dynamo traces ``message`` itself and guards what it reads.
 """
 from __future__ import annotations
 
 import inspect
+import itertools
+import math
 from typing import Any
 
 import torch
@@ -56,8 +62,9 @@ from unigraph.graph import Graph
 from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
+from unigraph.message_passing.purity import reads_only_its_arguments
 from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, pyg_settings
-from unigraph.message_passing.tracing import CONST, E, TRACE_ERRORS, U, V, trace
+from unigraph.message_passing.tracing import CONST, E, TRACE_ERRORS, U, V, Traced, trace
 
 AGGR_ALIASES = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
 _SPECIAL_INPUTS = ("index", "edge_index_i", "edge_index_j", "size_i", "size_j", "dim_size")
@@ -102,6 +109,10 @@ class MessagePassing(torch.nn.Module):
         # read once here, eagerly: torch.compile cannot trace inspect.signature
         self._message_parameters = _parameters(type(self).message)
         self._update_parameters = tuple(_parameters(type(self).update))[1:]
+        self._pure_message = reads_only_its_arguments(type(self).message)
+        if self._pure_message:  # so that a model compiled before any eager call finds its traces
+            for inputs in _likely_inputs(self._message_parameters):
+                self._trace(inputs)
 
     # ------------------------------------------------------------------ the three user hooks
     def message(self, x_j: Tensor) -> Tensor:
@@ -180,20 +191,25 @@ class MessagePassing(torch.nn.Module):
         return out
 
     # ------------------------------------------------------------------ the paths
+    def _trace(self, inputs: list[tuple[str, str, Any]]) -> Traced | str:
+        """A trace of ``message`` for these inputs, or why tracing stopped. Fresh on every call,
+        except for a message that reads only its arguments (:mod:`.purity`): its trace is a
+        function of the inputs' structure and is cached under it."""
+        key = _structure_key(inputs) if self._pure_message else None
+        if key is None:
+            return _trace_message(self.message, inputs)
+        found = _PURE_TRACES.get((type(self).message, key))
+        if found is None:
+            found = _PURE_TRACES[(type(self).message, key)] = _trace_message(self.message, inputs)
+        return found
+
     def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor | None:
-        """The fused path on a fresh trace, or None (with the reason in the plan) when the message
-        has to run eagerly."""
+        """The fused path, or None (with the reason in the plan) when the message has to run
+        eagerly."""
         owner = f"{type(self).__name__}.message"
-
-        def call(factory):
-            arguments = {name: factory(name, domain) if isinstance(value, Tensor) else value
-                         for name, domain, value in inputs}
-            return self.message(**arguments)
-
-        try:
-            traced = trace(call)
-        except TRACE_ERRORS as err:
-            self._last_plan = MessagePlan.eager(owner, f"tracing message() stopped: {type(err).__name__}: {err}")
+        traced = self._trace(inputs)
+        if isinstance(traced, str):
+            self._last_plan = MessagePlan.eager(owner, traced)
             return None
         record = Record()
         interpreter = Interpreter(g, record)
@@ -214,11 +230,16 @@ class MessagePassing(torch.nn.Module):
         return out
 
     def _compiled_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor:
-        """Under torch.compile: the default message is one g-SpMM; any other runs eagerly, traced
-        by dynamo (which guards what it reads). Writes no plan: that would be a side effect."""
-        if not _overrides(self, "message") and not _overrides(self, "aggregate"):
-            return ops.gspmm(g, "copy_u", self.aggr, u=inputs[0][2])
-        return self._eager_propagate(g, inputs)
+        """Under torch.compile no fx trace can be taken. A message that reads only its arguments
+        runs fused from its cached trace (dynamo traces the interpreter); any other runs on the
+        eager path, where dynamo traces ``message`` itself and guards what it reads. Writes no
+        plan: that would be a side effect of the compiled code."""
+        key = _structure_key(inputs) if self._pure_message and not _overrides(self, "aggregate") else None
+        traced = _PURE_TRACES.get((type(self).message, key)) if key is not None else None
+        if not isinstance(traced, Traced):
+            return self._eager_propagate(g, inputs)
+        interpreter = Interpreter(g, Record())
+        return interpreter.reduce(interpreter.run(traced, {name: value for name, _, value in inputs}), self.aggr)
 
     def _eager_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor:
         """The reference path: every input gathered per edge, ``message`` run as written."""
@@ -240,6 +261,64 @@ class MessagePassing(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"aggr={self.aggr!r}"
+
+
+# (message function, structure key) -> its trace, or why tracing stopped; only for messages that
+# read nothing but their arguments, whose traces depend on nothing else (see purity.py)
+_PURE_TRACES: dict[tuple, Traced | str] = {}
+_LITERALS = (bool, int, float, str, type(None))
+_MAX_LIKELY_VARIANTS = 8
+
+
+def _trace_message(message, inputs: list[tuple[str, str, Any]]) -> Traced | str:
+    def call(factory):
+        return message(**{name: factory(name, domain) if isinstance(value, Tensor) else value
+                          for name, domain, value in inputs})
+
+    try:
+        return trace(call)
+    except TRACE_ERRORS as err:
+        return f"tracing message() stopped: {type(err).__name__}: {err}"
+
+
+def _structure_key(inputs: list[tuple[str, str, Any]]) -> tuple | None:
+    """What the trace of a message that reads only its arguments depends on: where each tensor
+    lives, and the other values (with their types: ``1``, ``1.0`` and ``True`` are equal keys
+    in a dict but not to a message). None when a value is not a plain literal."""
+    key = []
+    for name, domain, value in inputs:
+        if isinstance(value, Tensor):
+            key.append((name, domain))
+        elif isinstance(value, _LITERALS):
+            key.append((name, domain, type(value), value))
+        else:
+            return None
+    return tuple(key)
+
+
+def _likely_inputs(parameters: dict[str, Any]) -> list[list[tuple[str, str, Any]]]:
+    """The inputs ``propagate`` most likely passes (``x_j``/``x_i`` node tensors, an edge tensor
+    or None for the others), with placeholder tensors: enough to trace a message in advance."""
+    tensor = torch.empty(0)
+    choices: list[list[tuple[str, str, Any]]] = []
+    for name, default in parameters.items():
+        if name in _SPECIAL_INPUTS:
+            if name not in ("index", "edge_index_i", "edge_index_j"):
+                return []  # sizes are known per graph only
+            choices.append([(name, E, tensor)])
+        elif name.endswith(("_i", "_j")):
+            choices.append([(name, U if name.endswith("_j") else V, tensor)])
+        elif default is None:
+            choices.append([(name, E, tensor), (name, CONST, None)])
+        elif default is _REQUIRED:
+            choices.append([(name, E, tensor)])
+        elif isinstance(default, _LITERALS):
+            choices.append([(name, CONST, default)])
+        else:
+            return []
+    if math.prod(len(c) for c in choices) > _MAX_LIKELY_VARIANTS:
+        return []
+    return [list(variant) for variant in itertools.product(*choices)]
 
 
 def _parameters(function) -> dict[str, Any]:
