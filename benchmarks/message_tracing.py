@@ -27,7 +27,7 @@ if str(REPO_ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from benchmarks.compile import CustomMessagePassing, synthetic_graph  # noqa: E402
-from benchmarks.environment import set_threads  # noqa: E402
+from benchmarks.environment import optional_module, set_threads  # noqa: E402
 from unigraph.message_passing.tracing import trace  # noqa: E402
 from unigraph.nn import GCNConv  # noqa: E402
 
@@ -69,7 +69,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
+    numba = optional_module("numba")
+    threads = (torch.get_num_threads(), numba.get_num_threads() if numba is not None else None)
     set_threads(1, None)
+    try:
+        return _measure_all(args)
+    finally:  # the caller's thread counts back (a test process, say)
+        torch.set_num_threads(threads[0])
+        if numba is not None:
+            numba.set_num_threads(threads[1])
+
+
+def _measure_all(args) -> list[dict]:
     torch.manual_seed(0)
     graph = synthetic_graph(args.nodes, args.edges).prepare()
     x = torch.randn(args.nodes, args.width)
