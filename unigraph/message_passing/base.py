@@ -110,6 +110,8 @@ class MessagePassing(torch.nn.Module):
         self._message_parameters = _parameters(type(self).message)
         self._update_parameters = tuple(_parameters(type(self).update))[1:]
         self._pure_message = reads_only_its_arguments(type(self).message)
+        # structure key -> trace (or why tracing stopped), for a message that reads only its arguments
+        self._pure_traces: dict[tuple, Traced | str] = {}
         if self._pure_message:  # so that a model compiled before any eager call finds its traces
             for inputs in _likely_inputs(self._message_parameters):
                 self._trace(inputs)
@@ -198,9 +200,9 @@ class MessagePassing(torch.nn.Module):
         key = _structure_key(inputs) if self._pure_message else None
         if key is None:
             return _trace_message(self.message, inputs)
-        found = _PURE_TRACES.get((type(self).message, key))
+        found = self._pure_traces.get(key)
         if found is None:
-            found = _PURE_TRACES[(type(self).message, key)] = _trace_message(self.message, inputs)
+            found = self._pure_traces[key] = _trace_message(self.message, inputs)
         return found
 
     def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor | None:
@@ -235,7 +237,7 @@ class MessagePassing(torch.nn.Module):
         eager path, where dynamo traces ``message`` itself and guards what it reads. Writes no
         plan: that would be a side effect of the compiled code."""
         key = _structure_key(inputs) if self._pure_message and not _overrides(self, "aggregate") else None
-        traced = _PURE_TRACES.get((type(self).message, key)) if key is not None else None
+        traced = self._pure_traces.get(key) if key is not None else None
         if not isinstance(traced, Traced):
             return self._eager_propagate(g, inputs)
         interpreter = Interpreter(g, Record())
@@ -263,9 +265,6 @@ class MessagePassing(torch.nn.Module):
         return f"aggr={self.aggr!r}"
 
 
-# (message function, structure key) -> its trace, or why tracing stopped; only for messages that
-# read nothing but their arguments, whose traces depend on nothing else (see purity.py)
-_PURE_TRACES: dict[tuple, Traced | str] = {}
 _LITERALS = (bool, int, float, str, type(None))
 _MAX_LIKELY_VARIANTS = 8
 
@@ -277,7 +276,7 @@ def _trace_message(message, inputs: list[tuple[str, str, Any]]) -> Traced | str:
 
     try:
         return trace(call)
-    except TRACE_ERRORS as err:
+    except (*TRACE_ERRORS, ArithmeticError) as err:  # the eager path raises it again where it is genuine
         return f"tracing message() stopped: {type(err).__name__}: {err}"
 
 
