@@ -11,10 +11,16 @@ Every value of the traced program lives in one of three row spaces:
 Rules, call by call (see :func:`Interpreter.call`):
 
 1. A row-wise call (:mod:`~unigraph.message_passing.rowwise`) on operands of one node space runs on
-   the node rows: ``lin(x_j)`` costs N rows, not E.
+   the node rows: ``lin(x_j)`` costs N rows, not E (``view(E, ...)`` becomes ``view(N, ...)``).
+   Picking from a result (``.values`` of ``max``, ``[0]`` of ``chunk``) computes nothing.
 2. ``a op b`` (op in + - * /) across spaces becomes :class:`Pending`.
 3. ``(a * b).sum(-1)`` with ``a * b`` pending is one g-SDDMM ``dot``: one value per edge.
-4. Anything else gathers its operands per edge (a pending one by g-SDDMM) and runs as written.
+4. Anything else gathers its operands per edge (a pending one by g-SDDMM) and runs as written,
+   as the eager path would: a result with one row per edge is an edge value, any other (a
+   transpose, a mean over the edges) a plain value from then on.
+
+A program whose result is not one row per edge raises :class:`Unfusable`; the caller then runs
+the message eagerly (which raises the user's error where it is one).
 
 At the root the reduction picks the cheapest exact form (:func:`Interpreter.reduce`):
 

@@ -15,7 +15,7 @@ MODE_DESCRIPTIONS = {
     FUSED: "fused: compiled to g-SpMM/g-SDDMM primitives, no per-edge message tensor",
     FUSED_EDGE_TENSORS: "fused with per-edge tensors: node data is never gathered, but g-SDDMM builds per-edge values",
     MATERIALIZED: "materialized: node features are gathered per edge for part of the message (fallback)",
-    EAGER: "eager: the message could not be traced and ran on gathered per-edge inputs (fallback)",
+    EAGER: "eager: the message ran as written on gathered per-edge inputs (fallback: see why below)",
 }
 
 
