@@ -39,17 +39,8 @@ def close(got: torch.Tensor, want: torch.Tensor, scale: float, what: str) -> Non
                                msg=lambda m: f"{what}: {m}")
 
 
-# These pass bfloat16 node features with float32 scores or edge weights to one op (as autocast
-# makes them: a Linear's output is bfloat16, a product with a float32 parameter is float32); the
-# ops front door casts such operands consistently once worktree `ops` lands it.
-NEEDS_OPS_CASTING = {"GATConv", "GATConv(edge_attr)", "GATv2Conv", "UpdateAllLayer", "GAT"}
-CASE_PARAMS = [pytest.param(name, marks=pytest.mark.xfail(raises=TypeError, strict=True,
-                                                          reason="the ops front door does not cast mixed operands yet"))
-               if name in NEEDS_OPS_CASTING else name for name in CASES]
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", CASE_PARAMS)
+@pytest.mark.parametrize("name", list(CASES))
 def test_bfloat16_autocast_is_close_to_float32(name, backend):
     g = graph()
     want, want_grads = run(name, g, backend, autocast=False)
