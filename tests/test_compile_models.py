@@ -5,12 +5,11 @@ after optimizer steps (tests/compile_check.py does the work; the cases are bench
 
 The default run compiles every case under ``auto`` with ``aot_eager`` (dynamo and AOTAutograd: the
 part that traces unigraph), a few cases on each backend by name and one model with inductor. The
-full matrix (every case, every backend, both compilers: about ten minutes) runs with
-``UNIGRAPH_SLOW_TESTS=1``."""
+full matrix (every case, every backend, both compilers: about ten minutes) is marked slow:
+``pytest -m slow tests/test_compile_models.py``."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -51,7 +50,6 @@ def test_inductor_compiles_a_model():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("UNIGRAPH_SLOW_TESTS") != "1", reason="the full compile matrix: UNIGRAPH_SLOW_TESTS=1")
 @pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
 @pytest.mark.parametrize("backend", ["auto"] + [b for b in NAMED_BACKENDS.split(",") if b])
 def test_every_case_on_every_backend(backend, compiler):
