@@ -5,6 +5,7 @@ and edge features along where the other side has a place for them.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -14,13 +15,57 @@ from unigraph._optional import require, require_dgl
 from unigraph.graph import Graph
 
 
+# Graph objects from/to which another converter is the right one: (module prefix, class names, converter).
+_OTHER_CONVERTERS = (
+    ("dgl", ("DGLGraph", "DGLHeteroGraph"), "Graph.from_dgl(g)"),
+    ("scipy", None, "Graph.from_scipy(matrix)"),
+    ("networkx", None, "Graph.from_networkx(nx_graph)"),
+)
+
+
+def _pyg_graph(data: Any) -> Any:
+    """The PyG ``Data`` to convert: ``data`` itself, or the first graph of a PyG dataset.
+
+    A PyG ``InMemoryDataset`` answers ``dataset.edge_index`` with the edges of *all* its graphs
+    concatenated, each numbered from 0: converting that would silently overlay every graph, so a
+    dataset is recognised before any attribute is read.
+    """
+    pyg_data = sys.modules.get("torch_geometric.data")  # a PyG object means PyG is imported
+    if pyg_data is not None:
+        if isinstance(data, pyg_data.HeteroData):
+            raise TypeError("from_pyg converts homogeneous graphs; this is a PyG HeteroData (typed nodes and edges). "
+                            "Use data.to_homogeneous() first, or unigraph's heterogeneous graphs")
+        if isinstance(data, pyg_data.Dataset):
+            if len(data) == 0:
+                raise ValueError(f"from_pyg got an empty PyG dataset ({type(data).__name__}); it has no graph to convert")
+            return data[0]
+    for module, names, converter in _OTHER_CONVERTERS:
+        kind = type(data)
+        if kind.__module__.split(".")[0] == module and (names is None or kind.__name__ in names):
+            raise TypeError(f"from_pyg expects a torch_geometric Data/Batch, a PyG dataset or an edge_index tensor; "
+                            f"got a {kind.__module__}.{kind.__name__}: use unigraph.{converter}")
+    return data
+
+
+def _pyg_edge_index(data: Any) -> torch.Tensor:
+    edge_index = getattr(data, "edge_index", None)
+    if edge_index is not None:
+        return edge_index
+    adj_t = getattr(data, "adj_t", None)  # PyG's ToSparseTensor: the transposed adjacency, adj_t[dst, src]
+    if adj_t is not None and hasattr(adj_t, "coo"):
+        row, col, _ = adj_t.coo()
+        return torch.stack([col, row])
+    raise TypeError(f"from_pyg expects a torch_geometric Data with edge_index (or adj_t), a PyG dataset or an "
+                    f"edge_index tensor; got {type(data).__name__} without edges")
+
+
 def from_pyg(data: Any, num_nodes: int | None = None) -> Graph:
     if isinstance(data, torch.Tensor):
         return Graph(data, num_nodes=num_nodes)
-    if not hasattr(data, "edge_index"):
-        raise TypeError(f"from_pyg expects a torch_geometric Data or an edge_index tensor, got {type(data).__name__}")
+    data = _pyg_graph(data)
+    edge_index = _pyg_edge_index(data)
     n = num_nodes if num_nodes is not None else data.num_nodes
-    graph = Graph(data.edge_index, num_nodes=n)
+    graph = Graph(edge_index, num_nodes=n)
     for key in data.keys():
         value = data[key]
         if key == "edge_index" or not isinstance(value, torch.Tensor) or value.dim() == 0:

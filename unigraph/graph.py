@@ -7,6 +7,8 @@ from typing import Any, Iterator, MutableMapping
 import torch
 from torch import Tensor
 
+from unigraph import graph_compat
+from unigraph.graph_compat import Count
 from unigraph.structure import GraphTensors, build_csr
 
 
@@ -221,7 +223,7 @@ class Graph:
         self._guarded_versions: list[int] = []
         self._guard("src", src)
         self._guard("dst", dst)
-        self.num_src_nodes, self.num_dst_nodes = num_src, num_dst
+        self.num_src_nodes, self.num_dst_nodes = Count(num_src), Count(num_dst)  # ints, callable as in DGL
         self.is_bipartite = bipartite
         self._cache: dict[str, Any] = {}
         self.srcdata = (FeatureStore(num_src, "srcdata", "source nodes") if bipartite
@@ -336,7 +338,7 @@ class Graph:
 
     @property
     def num_edges(self) -> int:
-        return self._src.numel()
+        return Count(self._src.numel())
 
     @property
     def num_nodes(self) -> int:
@@ -593,6 +595,27 @@ class Graph:
             edata[name] = out.scatter_reduce_(0, index, both, torch_reduce, include_self=False)
         return self._derived(src, dst, edata=edata)
 
+    # ------------------------------------------------------------------ DGL-style accessors
+    # The counts (num_nodes, num_edges, num_src_nodes, num_dst_nodes) are graph_compat.Count:
+    # ints that may also be called, so PyG's `g.num_nodes` and DGL's `g.num_nodes()` both work.
+    @property
+    def is_block(self) -> bool:
+        """DGL's name for :attr:`is_bipartite` (a sampled block)."""
+        return self.is_bipartite
+
+    def nodes(self) -> Tensor:
+        """The node ids ``0..num_nodes-1`` (DGL's ``g.nodes()``)."""
+        return torch.arange(self.num_nodes, device=self.device)
+
+    def edges(self, form: str = "uv", order: str = "eid"):
+        """DGL's ``g.edges(form=, order=)``: ``(src, dst)``, the edge ids, or ``(src, dst, eid)``,
+        by edge id or sorted by (source, destination). See :func:`unigraph.graph_compat.edges`."""
+        return graph_compat.edges(self, form, order)
+
+    def local_scope(self):
+        """``with g.local_scope():`` - feature changes made inside are undone on exit (DGL)."""
+        return graph_compat.local_scope(self)
+
     # ------------------------------------------------------------------ DGL-style message passing
     def update_all(self, message_fn: Any, reduce_fn: Any, update_fn: Any = None):
         """Messages along every edge, reduced into ``dstdata`` (``ndata``), then ``update_fn``, as
@@ -609,8 +632,8 @@ class Graph:
     # ------------------------------------------------------------------ conversions
     @classmethod
     def from_pyg(cls, data: Any, num_nodes: int | None = None) -> "Graph":
-        """From a PyG ``Data`` (features, labels, masks and edge attributes come along) or a bare
-        ``edge_index``."""
+        """From a PyG ``Data``/``Batch`` (features, labels, masks and edge attributes come along), the
+        first graph of a PyG dataset, or a bare ``edge_index``."""
         from unigraph import convert
         return convert.from_pyg(data, num_nodes)
 

@@ -101,6 +101,11 @@ class Blocks:
     def output_nodes(self) -> Tensor:
         return self.seeds
 
+    def __iter__(self):
+        """DGL's unpacking: ``for input_nodes, output_nodes, blocks in loader`` (the fields stay
+        readable by name: ``batch.x``, ``batch.y``, ``batch.blocks``)."""
+        return iter((self.input_nodes, self.seeds, self.blocks))
+
     def to(self, device: torch.device | str) -> "Blocks":
         device = torch.device(device)
         return Blocks(self.seeds.to(device), self.input_nodes.to(device), [b.to(device) for b in self.blocks],
