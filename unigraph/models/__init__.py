@@ -1,11 +1,13 @@
 """Ready-made models: node classifiers (GCN, GraphSAGE, GAT, GIN) that take a graph or one sampled
-block per layer, R-GCN for heterogeneous graphs, and Vision GNN (kNN graphs over image patches)."""
+block per layer, R-GCN for heterogeneous graphs, a graph classifier (GINClassifier), and Vision GNN
+(kNN graphs over image patches)."""
 from unigraph.models.gat import GAT
 from unigraph.models.gcn import GCN
 from unigraph.models.gin import GIN
+from unigraph.models.gin_classifier import GINClassifier
 from unigraph.models.graph_sage import GraphSAGE
 from unigraph.models.knn import knn_graph
 from unigraph.models.rgcn import RGCN
 from unigraph.models.vig import FFN, Grapher, ViG
 
-__all__ = ["GCN", "GraphSAGE", "GAT", "GIN", "RGCN", "knn_graph", "Grapher", "FFN", "ViG"]
+__all__ = ["GCN", "GraphSAGE", "GAT", "GIN", "GINClassifier", "RGCN", "knn_graph", "Grapher", "FFN", "ViG"]
