@@ -29,72 +29,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-import warnings
 
 import numpy as np
 import torch
 
 from unigraph.data.graph_dataset import GraphDataset
+from unigraph.data.text_table import DEFAULT_MAX_BYTES, DataFormatError, read_table
 
-DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB per file; the largest TU files are a few hundred MB
-
-
-class TUFormatError(ValueError):
-    """A TU file is missing, too large or malformed (the message names the file and line)."""
-
-
-def _parse_line(path: pathlib.Path, number: int, line: str, integer: bool) -> list:
-    values = []
-    for field in line.split(","):
-        try:
-            value = float(field)
-        except ValueError:
-            raise TUFormatError(f"{path.name}: line {number}: {field.strip()!r} is not a number") from None
-        if not np.isfinite(value):
-            raise TUFormatError(f"{path.name}: line {number}: {field.strip()!r} is not finite")
-        if integer and value != int(value):
-            raise TUFormatError(f"{path.name}: line {number}: {field.strip()!r} is not an integer")
-        values.append(value)
-    return values
-
-
-def read_table(path: pathlib.Path, *, integer: bool, max_bytes: int = DEFAULT_MAX_BYTES) -> np.ndarray:
-    """A ``[rows, cols]`` array from a comma-separated text file (int64 when ``integer``, else
-    float64); every line must have the same number of fields."""
-    if not path.is_file():
-        raise TUFormatError(f"TU file {path.name} not found in {path.parent}")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise TUFormatError(f"{path.name} is {size} bytes, over the limit of {max_bytes} (raise max_bytes to read it)")
-    try:
-        text = path.read_bytes().decode("ascii")
-    except UnicodeDecodeError as err:
-        raise TUFormatError(f"{path.name}: not a text file of numbers (byte {err.start} is not ASCII)") from None
-    lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise TUFormatError(f"{path.name} is empty")
-    fields = np.fromiter((line.count(",") for line in lines), dtype=np.int64, count=len(lines))
-    if bool((fields != fields[0]).any()):
-        at = int(np.nonzero(fields != fields[0])[0][0])
-        raise TUFormatError(f"{path.name}: line {at + 1} has {fields[at] + 1} fields but line 1 has {fields[0] + 1}")
-    cols = int(fields[0]) + 1
-    with warnings.catch_warnings():  # numpy either warns and stops at bad input or raises: both caught below
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            flat = np.fromstring(",".join(lines), dtype=np.float64, sep=",")
-        except ValueError:
-            flat = np.empty(0)
-    ok = flat.size == len(lines) * cols and bool(np.isfinite(flat).all())
-    if ok and integer:
-        ok = bool((flat == np.round(flat)).all()) and bool((np.abs(flat) < 2 ** 53).all())
-    if not ok:  # find and name the first bad line
-        for number, line in enumerate(lines, start=1):
-            _parse_line(path, number, line, integer)
-        raise TUFormatError(f"{path.name}: could not be parsed as {cols} numbers per line")
-    table = flat.reshape(len(lines), cols)
-    return table.astype(np.int64) if integer else table
+TUFormatError = DataFormatError  # the name TU users look for; raised for every malformed or missing file
 
 
 def _one_hot_columns(labels: np.ndarray) -> np.ndarray:
@@ -105,7 +47,7 @@ def _one_hot_columns(labels: np.ndarray) -> np.ndarray:
 
 def _check_rows(path: pathlib.Path, table: np.ndarray, expected: int, what: str) -> None:
     if table.shape[0] != expected:
-        raise TUFormatError(f"{path.name} has {table.shape[0]} lines but there are {expected} {what}")
+        raise DataFormatError(f"{path.name} has {table.shape[0]} lines but there are {expected} {what}")
 
 
 def _features(parts: list[np.ndarray]) -> torch.Tensor | None:
@@ -130,43 +72,43 @@ def read_tu(folder: str | os.PathLike, name: str, *, use_node_attr: bool = False
 
     indicator_table = read_table(path("graph_indicator"), integer=True, max_bytes=max_bytes)
     if indicator_table.shape[1] != 1:
-        raise TUFormatError(f"{path('graph_indicator').name} must have one graph id per line, "
+        raise DataFormatError(f"{path('graph_indicator').name} must have one graph id per line, "
                             f"got {indicator_table.shape[1]} fields")
     indicator = indicator_table[:, 0]
     num_nodes = indicator.size
     if bool((np.diff(indicator) < 0).any()):
         at = int(np.nonzero(np.diff(indicator) < 0)[0][0]) + 2
-        raise TUFormatError(f"{path('graph_indicator').name}: line {at}: graph ids must not decrease (the nodes of "
+        raise DataFormatError(f"{path('graph_indicator').name}: line {at}: graph ids must not decrease (the nodes of "
                             f"each graph are listed together), got {indicator[at - 2]} then {indicator[at - 1]}")
 
     targets = optional("graph_attributes", False)
     labels = optional("graph_labels", True) if targets is None else None
     label_file = path("graph_attributes" if targets is not None else "graph_labels")
     if targets is None and labels is None:
-        raise TUFormatError(f"neither {label_file.name} nor {path('graph_attributes').name} found in {folder}: "
+        raise DataFormatError(f"neither {label_file.name} nor {path('graph_attributes').name} found in {folder}: "
                             "a graph-classification dataset needs a label per graph")
     graph_values = targets if targets is not None else labels
     num_graphs = graph_values.shape[0]
     if int(indicator.min()) < 1 or int(indicator.max()) > num_graphs:
         bad = int(indicator.min()) if int(indicator.min()) < 1 else int(indicator.max())
         at = int(np.nonzero(indicator == bad)[0][0]) + 1
-        raise TUFormatError(f"{path('graph_indicator').name}: line {at}: graph id {bad} is outside 1..{num_graphs} "
+        raise DataFormatError(f"{path('graph_indicator').name}: line {at}: graph id {bad} is outside 1..{num_graphs} "
                             f"({label_file.name} has {num_graphs} lines)")
 
     edges = read_table(path("A"), integer=True, max_bytes=max_bytes)
     if edges.shape[1] != 2:
-        raise TUFormatError(f"{path('A').name} must have two node ids per line, got {edges.shape[1]} fields")
+        raise DataFormatError(f"{path('A').name} must have two node ids per line, got {edges.shape[1]} fields")
     out_of_range = (edges < 1) | (edges > num_nodes)
     if bool(out_of_range.any()):
         at = int(np.nonzero(out_of_range.any(1))[0][0])
-        raise TUFormatError(f"{path('A').name}: line {at + 1}: node id {edges[at][out_of_range[at]][0]} is outside "
+        raise DataFormatError(f"{path('A').name}: line {at + 1}: node id {edges[at][out_of_range[at]][0]} is outside "
                             f"1..{num_nodes} ({path('graph_indicator').name} lists {num_nodes} nodes)")
     edges = edges - 1
     crossing = indicator[edges[:, 0]] != indicator[edges[:, 1]]
     if bool(crossing.any()):
         at = int(np.nonzero(crossing)[0][0])
         u, v = edges[at]
-        raise TUFormatError(f"{path('A').name}: line {at + 1}: edge {u + 1}, {v + 1} joins graph {indicator[u]} "
+        raise DataFormatError(f"{path('A').name}: line {at + 1}: edge {u + 1}, {v + 1} joins graph {indicator[u]} "
                             f"to graph {indicator[v]}; edges must stay inside one graph")
 
     node_labels, node_attrs = optional("node_labels", True), optional("node_attributes", False)
@@ -186,7 +128,7 @@ def read_tu(folder: str | os.PathLike, name: str, *, use_node_attr: bool = False
         y = torch.from_numpy(targets.astype(np.float32))
     else:
         if labels.shape[1] != 1:
-            raise TUFormatError(f"{label_file.name} must have one label per line, got {labels.shape[1]} fields")
+            raise DataFormatError(f"{label_file.name} must have one label per line, got {labels.shape[1]} fields")
         y = torch.from_numpy(np.unique(labels[:, 0], return_inverse=True)[1].reshape(-1).astype(np.int64))
 
     edge_index, edge_attr = _coalesce(torch.from_numpy(edges.T.copy()), edge_attr, num_nodes)

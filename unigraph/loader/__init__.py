@@ -9,5 +9,6 @@ Node-wise mini-batches: :class:`unigraph.sampling.NodeLoader` (and :mod:`unigrap
 for DGL's spelling).
 """
 from unigraph.loader.graph_loader import GraphLoader
+from unigraph.tasks.link.loader import LinkNeighborLoader
 
-__all__ = ["GraphLoader"]
+__all__ = ["GraphLoader", "LinkNeighborLoader"]
