@@ -8,6 +8,9 @@
     unigraph train --pipeline-stages 2 --micro-batches 4 --nproc 4  # 2 pipeline replicas x 2 stages
     unigraph train --checkpoint DIR [--resume]       # checkpoint every epoch; continue a stopped run
     unigraph train --model rgcn [--batch-size 256 --fanouts 10,10]  # R-GCN on the heterogeneous academic graph
+    unigraph train --task graph                      # GIN graph classifier on built-in motif graphs
+    unigraph train --task link --dataset Cora --root DIR   # GAE link prediction (see train/task_jobs.py)
+    unigraph train --log-dir DIR                     # per-epoch metrics.csv/.json and curves.png in DIR
     unigraph info                                    # which kernels are available here
 
 Every argument is checked before any process starts, and so are the files it names (the Planetoid
@@ -26,6 +29,7 @@ import unigraph
 from unigraph.data.errors import DataFileError
 from unigraph.train import checkpoint as ckpt
 from unigraph.train import job as jobs
+from unigraph.train import task_jobs
 from unigraph.train.config import SCHEDULES, PipelineConfig, TrainConfig
 from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, launch
@@ -55,25 +59,29 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                                      "kernels for your graph")
     commands = parser.add_subparsers(dest="command", metavar="{train,info}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
-    train = commands.add_parser("train", help="train a node classifier")
+    train = commands.add_parser("train", help="train a node classifier, a graph classifier or a link predictor")
     data = train.add_argument_group("data and model")
-    data.add_argument("--dataset", default="synthetic", choices=jobs.DATASETS,
-                      help="'synthetic' (default) is built in: a planted-partition graph, no download")
-    data.add_argument("--root", help="folder with the Planetoid files (ind.cora.x, ...) for cora/citeseer/pubmed")
+    data.add_argument("--task", default="node", choices=task_jobs.TASKS, help="node (default) classification, "
+                      "graph classification or link prediction")
+    data.add_argument("--dataset", default="synthetic", help="any letter case; 'synthetic' (default) is built in, "
+                      "no download; else " + "; ".join(f"{t}: {task_jobs.dataset_choices(t)}" for t in task_jobs.TASKS))
+    data.add_argument("--root", help="folder with the dataset's files (Planetoid's ind.cora.x, ...; PyG's root with "
+                      "Cora/raw inside works too)")
     data.add_argument("--nodes", type=int, default=2000, help="nodes of the synthetic graph (default 2000; for "
                       "--model rgcn: papers of the built-in heterogeneous academic graph)")
-    data.add_argument("--model", default="gat", choices=model_names() + ["graphsage"] + list(HETERO_MODELS),
-                      help="default: gat; rgcn trains on the built-in heterogeneous academic graph")
-    data.add_argument("--layers", type=int, default=2, help="graph layers (default 2)")
+    data.add_argument("--model", choices=model_names() + ["graphsage"] + list(HETERO_MODELS),
+                      help="default: gat (node), gin (graph), gcn (link: the GAE encoder); rgcn trains on the "
+                      "built-in heterogeneous academic graph")
+    data.add_argument("--layers", type=int, help="graph layers (default 2; 4 for --task graph)")
     data.add_argument("--hidden", type=int, help="hidden width (per head for GAT); default: the model's")
     data.add_argument("--heads", type=int, help="attention heads (GAT); default 8")
     data.add_argument("--dropout", type=float, help="dropout probability; default: the model's")
     data.add_argument("--backend", default=os.environ.get("UNIGRAPH_BACKEND", "auto"),
                       help="kernel backend: auto (default), auto-tune or a name from `unigraph info`")
     opt = train.add_argument_group("optimization")
-    opt.add_argument("--epochs", type=int, default=200, help="default 200")
-    opt.add_argument("--lr", type=float, default=0.005, help="default 0.005")
-    opt.add_argument("--weight-decay", type=float, default=5e-4, help="default 5e-4")
+    opt.add_argument("--epochs", type=int, help="default 200 (100 for --task graph)")
+    opt.add_argument("--lr", type=float, help="default 0.005 (0.01 for --task graph/link)")
+    opt.add_argument("--weight-decay", type=float, help="default 5e-4 (0 for --task graph/link)")
     opt.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="default: adam")
     opt.add_argument("--patience", type=int, default=100, help="early stopping patience in epochs (default 100; "
                      "0 disables it)")
@@ -100,6 +108,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.add_argument("--progress", default="auto", choices=["auto", "bar", "text", "off"],
                      help="auto (default): a bar on a terminal, text lines otherwise")
     run.add_argument("--log-every", type=int, default=10, help="epochs between progress lines (default 10)")
+    run.add_argument("--log-dir", help="write per-epoch metrics.csv and metrics.json here, and curves.png at the end "
+                     "(needs matplotlib)")
+    run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events to --log-dir "
+                     "(needs tensorboard)")
     return parser, train
 
 
@@ -127,6 +139,8 @@ def _world_size(args) -> int:
 
 def spec_from_args(args) -> jobs.JobSpec:
     """The job the arguments describe; ValueError/TypeError name a bad argument."""
+    task_jobs.apply_task_defaults(args)
+    args.dataset = task_jobs.canonical_dataset(args.task, args.dataset)
     if args.pipeline_stages is None and (args.micro_batches is not None or args.balance is not None):
         raise ValueError("--micro-batches and --balance need --pipeline-stages")
     if args.layers < 1:
@@ -186,7 +200,15 @@ def _print_summary(summary: dict) -> None:
 
 
 def _train(parser: argparse.ArgumentParser, args) -> int:
+    if args.task != "node":
+        try:
+            task_jobs.apply_task_defaults(args)
+            args.dataset = task_jobs.canonical_dataset(args.task, args.dataset)
+        except ValueError as err:
+            parser.error(str(err))
+        return task_jobs.run(parser, args)
     try:
+        log = task_jobs.open_log(args) if int(os.environ.get("RANK", 0)) == 0 else None
         spec = spec_from_args(args)
         unigraph.set_backend(spec.backend)  # an unknown or unavailable backend fails here, before any work
         if args.model != "gat" and args.heads is not None:
@@ -194,7 +216,7 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
         dataset = jobs.load_dataset(spec)
         jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
         check_files(spec)  # after the options are known to fit the model: a refused run creates no directory
-    except (*USER_ERRORS, RuntimeError) as err:  # RuntimeError: torch refusing a size (allocation)
+    except (*USER_ERRORS, RuntimeError, ImportError) as err:  # RuntimeError: torch refusing a size; ImportError: --tensorboard
         parser.error(str(err))
     rank = int(os.environ.get("RANK", 0))
     if rank == 0:
@@ -208,6 +230,7 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
             print(f"unigraph train: the job failed: {err}", file=sys.stderr, flush=True)
             return 1
         _print_summary(summaries[0])
+        task_jobs.write_history(log, summaries[0]["history"])
         return 0
     try:
         summary = jobs.run_job(spec)
@@ -215,6 +238,7 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
         parser.error(str(err))
     if rank == 0:
         _print_summary(summary)
+        task_jobs.write_history(log, summary["history"])
     return 0
 
 

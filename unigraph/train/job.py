@@ -15,6 +15,7 @@ import torch
 import unigraph
 from unigraph.data import NodeDataset, Planetoid, planted_partition
 from unigraph.data.planetoid import NAMES as PLANETOID_NAMES
+from unigraph.data.roots import planetoid_folder
 from unigraph.train import hetero
 from unigraph.train.config import PipelineConfig, TrainConfig
 from unigraph.train.distributed import init_distributed, launched_by_environment, shutdown
@@ -60,12 +61,15 @@ def load_dataset(spec: JobSpec) -> NodeDataset:
         rest = spec.synthetic_nodes - 4 * 20  # 20 training nodes for each of the 4 classes
         num_val = min(500, rest // 3)
         return planted_partition(spec.synthetic_nodes, seed=0, num_val=num_val, num_test=min(1000, rest - num_val))
+    if spec.dataset.startswith("ogbn-"):
+        from unigraph.train.task_jobs import ogb_node_dataset  # noqa: PLC0415 - the CLI's task module
+        return ogb_node_dataset(spec.root, spec.dataset)
     if spec.dataset not in PLANETOID_NAMES:
         raise ValueError(f"unknown dataset {spec.dataset!r}; choose one of {', '.join(DATASETS)}")
     if spec.root is None:
         raise ValueError(f"--dataset {spec.dataset} reads the Planetoid files from a folder: pass --root DIR "
                          f"(the folder holding ind.{spec.dataset}.x, ind.{spec.dataset}.graph, ...)")
-    return Planetoid(spec.root, spec.dataset, normalize_features=True)
+    return Planetoid(planetoid_folder(spec.root, spec.dataset), spec.dataset, normalize_features=True)
 
 
 def build_model(spec: JobSpec, dataset: NodeDataset) -> torch.nn.Module:
@@ -146,4 +150,5 @@ def _train(spec: JobSpec, context) -> dict:
     return {"epochs": len(epochs), "best_epoch": result.best_epoch, "best_val_acc": result.best_val_acc,
             "test_acc": result.test_acc, "stopped_early": result.stopped_early,
             "seconds": time.perf_counter() - began, "losses": result.losses,
+            "history": [m.as_dict() for m in epochs],
             "mean_epoch_ms": 1000 * sum(m.seconds for m in epochs) / max(len(epochs), 1)}
