@@ -221,3 +221,24 @@ def test_gin_learns_the_motifs():
     result = GraphTrainer(model, dataset, splits, config, on_epoch=seen.append).fit()
     assert len(seen) == 25 and result.history[-1].loss < result.history[0].loss
     assert result.best_val_acc >= 0.8 and result.test_acc >= 0.7  # chance is 0.2
+
+
+# ---------------------------------------------------------------- fuzzing
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(sizes=st.lists(st.integers(0, 6), min_size=1, max_size=6), seed=st.integers(0, 2 ** 16),
+       special=st.sampled_from([None, "nan", "inf", "-inf"]))
+def test_pooling_equals_a_plain_reference_on_drawn_batches(sizes, seed, special):
+    batch = collate(random_graphs(sizes=tuple(sizes), seed=seed, features=2))
+    x = batch.x.double()
+    if special is not None and x.shape[0]:
+        x[seed % x.shape[0], 0] = float(special)
+    for reduce, fold in (("sum", lambda r: r.sum(0)), ("mean", lambda r: r.mean(0)), ("max", lambda r: r.max(0).values)):
+        if reduce == "max" and special == "nan":
+            continue  # the ops' max skips NaN as torch-scatter does (PyG's pool propagates it): see unigraph/nn/pool.py
+        out = global_pool(x, batch, reduce)
+        for k in range(batch.num_graphs):
+            rows = x[batch.ptr[k]:batch.ptr[k + 1]]
+            expected = fold(rows) if rows.shape[0] else torch.zeros(2, dtype=torch.float64)
+            torch.testing.assert_close(out[k], expected, rtol=1e-12, atol=1e-12, equal_nan=True)

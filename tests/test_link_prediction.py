@@ -240,3 +240,28 @@ def test_gae_on_cora_reaches_auc_090(planetoid_root):
     config = TrainConfig(epochs=400, lr=0.01, weight_decay=0.0, patience=None, progress="off")
     result = LinkTrainer(model, split, dataset.x, config).fit()
     assert result.test_auc >= 0.90, result.test_auc
+
+
+# ---------------------------------------------------------------- fuzzing
+from hypothesis import given, strategies as st  # noqa: E402
+
+from graph_strategies import graphs  # noqa: E402
+
+
+@given(drawn=graphs(bipartite=False), undirected=st.booleans(), method=st.sampled_from(["uniform", "degree"]))
+def test_negatives_on_drawn_graphs_are_never_edges(drawn, undirected, method):
+    g = drawn.graph
+    n = g.num_nodes
+    edges = pair_set(g.edge_index, undirected=undirected)
+    non_edges = n * (n - 1) // (2 if undirected else 1) - len({p if not undirected else tuple(sorted(p))
+                                                               for p in edges if p[0] != p[1]})
+    want = min(non_edges, 5)
+    if method == "degree" and int((g.in_degrees() + g.out_degrees()).sum()) == 0:
+        return
+    try:
+        neg = negative_pairs(g, want, method=method, undirected=undirected, generator=drawn.generator())
+    except ValueError as err:  # degree weights may make the remaining non-edges unreachable: a loud refusal
+        assert method == "degree" and "too dense" in str(err)
+        return
+    assert neg.shape == (2, want) and not pair_set(neg) & edges and bool((neg[0] != neg[1]).all())
+    assert len(pair_set(neg)) == want

@@ -106,3 +106,36 @@ def test_missing_files_and_size_bound(tmp_path):
     write_tu(tmp_path)
     with pytest.raises(TUFormatError, match=r"TOY_graph_indicator.txt is 16 bytes, over the limit of 10"):
         read_tu(tmp_path, "TOY", max_bytes=10)
+
+
+# ---------------------------------------------------------------- fuzzing: write random graphs, read them back
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15)
+@given(data=st.data())
+def test_random_datasets_round_trip(tmp_path_factory, data):
+    sizes = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=5))
+    indicator, edges, expected = [], [], []
+    offset = 0
+    for g, n in enumerate(sizes):
+        indicator += [str(g + 1)] * n
+        pairs = data.draw(st.lists(st.tuples(st.integers(0, max(n - 1, 0)), st.integers(0, max(n - 1, 0))),
+                                   max_size=8)) if n else []
+        edges += [f"{u + offset + 1}, {v + offset + 1}" for u, v in pairs]
+        expected.append(sorted({(u, v) for u, v in pairs if u != v}))
+        offset += n
+    labels = [str(data.draw(st.sampled_from([-1, 1, 7]))) for _ in sizes]
+    folder = tmp_path_factory.mktemp("tu")
+    files = {"graph_indicator": indicator, "graph_labels": labels, "A": edges}
+    if not indicator or not edges:  # an empty file is refused: that case is tested elsewhere
+        return
+    write_tu(folder, files=files)
+    dataset = read_tu(folder, "TOY")
+    assert len(dataset) == len(sizes)
+    for g in range(len(sizes)):
+        graph, label = dataset[g]
+        assert graph.num_nodes == sizes[g]
+        assert list(map(tuple, graph.edge_index.t().tolist())) == expected[g]
+    ranks = {v: i for i, v in enumerate(sorted({int(y) for y in labels}))}
+    assert dataset.y.tolist() == [ranks[int(y)] for y in labels]

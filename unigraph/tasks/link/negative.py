@@ -36,6 +36,11 @@ class EdgeSet:
         self.num_nodes = num_nodes
         self.keys = torch.unique(src * num_nodes + dst)  # sorted
 
+    def num_non_loops(self) -> int:
+        """Distinct stored pairs ``(u, v)`` with ``u != v`` (self-loops are never candidates)."""
+        n = max(self.num_nodes, 1)
+        return int((self.keys // n != self.keys % n).sum())
+
     def contains(self, src: Tensor, dst: Tensor) -> Tensor:
         keys = src * self.num_nodes + dst
         if self.keys.numel() == 0:
@@ -77,7 +82,7 @@ def negative_pairs(graph: Graph, num: int, *, exclude: EdgeSet | None = None, me
     n = graph.num_nodes
     exclude = exclude if exclude is not None else EdgeSet(graph.edge_index, n, undirected=undirected)
     pairs_possible = n * (n - 1) // (2 if undirected else 1)
-    edges_known = exclude.keys.numel() // (2 if undirected else 1)  # undirected: both directions are stored
+    edges_known = exclude.num_non_loops() // (2 if undirected else 1)  # undirected: both directions are stored
     if num > pairs_possible - edges_known:
         raise ValueError(f"cannot draw {num} negative pairs: the graph has {n} nodes and {edges_known} edges, "
                          f"leaving at most {max(pairs_possible - edges_known, 0)} non-edges")
