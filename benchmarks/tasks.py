@@ -221,8 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=str(RESULTS / "tasks_cpu"), help="output path without extension")
     args = parser.parse_args(argv)
     seeds = [0] if args.quick else list(range(args.seeds))
-    report = {"date": datetime.date.today().isoformat(), "command": "python benchmarks/tasks.py"
-              + (" --quick" if args.quick else ""), "machine": machine(torch.device("cpu")), "versions": versions(),
+    command = " ".join(["python benchmarks/tasks.py"] + (argv if argv is not None else sys.argv[1:]))
+    report = {"date": datetime.date.today().isoformat(), "command": command,
+              "machine": machine(torch.device("cpu")), "versions": versions(),
               "gin": gin_part(args.quick, seeds) if "gin" in args.parts else None,
               "gae": gae_part(args.quick, seeds) if "gae" in args.parts else None}
     out = pathlib.Path(args.out)
