@@ -39,6 +39,13 @@ def test_counts_pickle_as_plain_ints():
     assert b"Count" not in pickle.dumps({"n": g.num_nodes})
 
 
+def test_counts_in_files_load_with_weights_only(tmp_path):
+    g = multigraph()
+    torch.save({"num_nodes": g.num_nodes, "sizes": [g.num_src_nodes, g.num_edges]}, tmp_path / "f.pt")
+    loaded = torch.load(tmp_path / "f.pt", weights_only=True)
+    assert loaded == {"num_nodes": 6, "sizes": [6, 8]} and type(loaded["num_nodes"]) is int
+
+
 def test_count_survives_transforms():
     g = multigraph().add_self_loops().to("cpu").reverse()
     assert isinstance(g.num_nodes, Count) and g.num_nodes() == 6 and g.num_edges() == 14

@@ -3,7 +3,10 @@
 * :class:`Count` - the node and edge counts. PyG code reads ``data.num_nodes`` as an int, DGL
   code calls ``g.num_nodes()``; a ``Count`` is an ``int`` that can also be called, so both spellings
   work on one attribute (``g.num_nodes + 1``, ``torch.arange(g.num_nodes)``, ``g.num_nodes()``,
-  ``block.num_dst_nodes()``). It pickles as a plain ``int``, so no saved file ever names it.
+  ``block.num_dst_nodes()``). It pickles as a call of ``int`` on a plain int, so no saved file
+  names it; since ``torch.load(weights_only=True)`` admits only allow-listed callables, importing
+  unigraph adds ``int`` to torch's safe globals (it can only rebuild an int from the saved number),
+  so checkpoints and datasets holding ``g.num_nodes`` load as before.
 * :func:`edges` - DGL's ``g.edges(form=..., order=...)``.
 * :func:`local_scope` - DGL's ``with g.local_scope():`` (feature changes inside are undone).
 """
@@ -17,6 +20,8 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from unigraph.graph import Graph
+
+torch.serialization.add_safe_globals([int])  # a saved Count is `int(n)`; see the module docstring
 
 EDGE_FORMS = ("uv", "eid", "all")
 EDGE_ORDERS = ("eid", "srcdst")
