@@ -64,6 +64,7 @@ def test_cora_in_pyg_layout_and_any_case(planetoid_root, tmp_path, capsys):
     (["--task", "graph", "--dataset", "MUTAG", "--root", "/nonexistent"], "MUTAG_graph_indicator.txt not found"),
     (["--task", "graph", "--model", "gat"], "--task graph trains --model gin"),
     (["--task", "graph", "--fanouts", "5,5"], "--fanouts applies to --task node and --task link"),
+    (["--task", "link", "--fanouts", "5,5,5"], "--fanouts has 3 entries but the model has 2 layers"),
     (["--task", "link", "--pipeline-stages", "2"], "--pipeline-stages is not supported with --task link"),
     (["--task", "link", "--checkpoint", "ckpt"], "--checkpoint is not supported with --task link"),
     (["--task", "link", "--dataset", "motifs"], "invalid choice: 'motifs' for --task link"),

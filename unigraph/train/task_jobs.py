@@ -93,6 +93,9 @@ def refuse_node_only_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} is not supported with --task {args.task} (one process, no checkpoints yet)")
     if args.task == "graph" and args.fanouts is not None:
         raise ValueError("--fanouts applies to --task node and --task link (graph classification batches whole graphs)")
+    if args.fanouts is not None and len(args.fanouts) != args.layers:
+        raise ValueError(f"--fanouts has {len(args.fanouts)} entries but the model has {args.layers} layers "
+                         "(one fanout per layer)")
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
