@@ -216,11 +216,13 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: small data, few epochs, one seed")
-    parser.add_argument("--seeds", type=int, default=5, help="runs per library (default 5)")
+    parser.add_argument("--seeds", type=int, default=5, help="runs per library: seeds 0..N-1 (default 5)")
+    parser.add_argument("--seed-list", help="comma-separated seeds instead of --seeds, e.g. 1,2")
     parser.add_argument("--parts", default="gin,gae", help="comma-separated parts to run (default gin,gae)")
     parser.add_argument("--out", default=str(RESULTS / "tasks_cpu"), help="output path without extension")
     args = parser.parse_args(argv)
-    seeds = [0] if args.quick else list(range(args.seeds))
+    seeds = [0] if args.quick else ([int(v) for v in args.seed_list.split(",")] if args.seed_list
+                                    else list(range(args.seeds)))
     command = " ".join(["python benchmarks/tasks.py"] + (argv if argv is not None else sys.argv[1:]))
     report = {"date": datetime.date.today().isoformat(), "command": command,
               "machine": machine(torch.device("cpu")), "versions": versions(),
