@@ -211,7 +211,7 @@ def test_from_pyg_points_to_the_right_converter(dgl):
         Graph.from_pyg(scipy_sparse.eye(3).tocsr())
     hetero = pyg_data.HeteroData()
     hetero["a"].x = torch.randn(2, 1)
-    with pytest.raises(TypeError, match="to_homogeneous"):
+    with pytest.raises(TypeError, match="HeteroGraph.from_pyg"):
         Graph.from_pyg(hetero)
     with pytest.raises(TypeError, match="without edges"):
         Graph.from_pyg(pyg_data.Data(x=torch.randn(2, 1)))

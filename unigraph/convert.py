@@ -34,7 +34,7 @@ def _pyg_graph(data: Any) -> Any:
     if pyg_data is not None:
         if isinstance(data, pyg_data.HeteroData):
             raise TypeError("from_pyg converts homogeneous graphs; this is a PyG HeteroData (typed nodes and edges). "
-                            "Use data.to_homogeneous() first, or unigraph's heterogeneous graphs")
+                            "Use unigraph.HeteroGraph.from_pyg(data), or data.to_homogeneous() first")
         if isinstance(data, pyg_data.Dataset):
             if len(data) == 0:
                 raise ValueError(f"from_pyg got an empty PyG dataset ({type(data).__name__}); it has no graph to convert")
