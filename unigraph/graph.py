@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from unigraph import graph_compat
-from unigraph.graph_compat import Count
+from unigraph.graph_compat import count
 from unigraph.structure import GraphTensors, build_csr
 
 
@@ -223,7 +223,7 @@ class Graph:
         self._guarded_versions: list[int] = []
         self._guard("src", src)
         self._guard("dst", dst)
-        self.num_src_nodes, self.num_dst_nodes = Count(num_src), Count(num_dst)  # ints, callable as in DGL
+        self._num_src, self._num_dst = num_src, num_dst
         self.is_bipartite = bipartite
         self._cache: dict[str, Any] = {}
         self.srcdata = (FeatureStore(num_src, "srcdata", "source nodes") if bipartite
@@ -336,9 +336,19 @@ class Graph:
         """``[2, E]``: a new tensor stacking ``src`` and ``dst``."""
         return torch.stack(self._coo())
 
+    # The counts are graph_compat.Count: ints that may also be called, as DGL's methods are
+    # (plain ints inside a torch.compile trace, see graph_compat.count).
+    @property
+    def num_src_nodes(self) -> int:
+        return count(self._num_src)
+
+    @property
+    def num_dst_nodes(self) -> int:
+        return count(self._num_dst)
+
     @property
     def num_edges(self) -> int:
-        return Count(self._src.numel())
+        return count(self._src.numel())
 
     @property
     def num_nodes(self) -> int:
@@ -596,8 +606,7 @@ class Graph:
         return self._derived(src, dst, edata=edata)
 
     # ------------------------------------------------------------------ DGL-style accessors
-    # The counts (num_nodes, num_edges, num_src_nodes, num_dst_nodes) are graph_compat.Count:
-    # ints that may also be called, so PyG's `g.num_nodes` and DGL's `g.num_nodes()` both work.
+    # (the counts, num_nodes() and friends, are callable ints: see the basic properties)
     @property
     def is_block(self) -> bool:
         """DGL's name for :attr:`is_bipartite` (a sampled block)."""

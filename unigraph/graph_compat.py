@@ -46,6 +46,12 @@ class Count(int):
         return (int, (int(self),))
 
 
+def count(value: int) -> int:
+    """``Count(value)``; inside a ``torch.compile`` trace the plain int (dynamo cannot create an
+    int subclass while tracing, and compiled library code only reads counts as ints)."""
+    return value if torch.compiler.is_compiling() else Count(value)
+
+
 def edges(graph: "Graph", form: str = "uv", order: str = "eid") -> tuple[Tensor, ...] | Tensor:
     """DGL's ``g.edges``: ``form="uv"`` gives ``(src, dst)``, ``"eid"`` the edge ids, ``"all"``
     ``(src, dst, eid)``; ``order="eid"`` lists edges by id, ``"srcdst"`` sorted by source, then
