@@ -110,9 +110,9 @@ def unigraph_gin_run(dataset, splits, recipe: dict, seed: int) -> float:
     return GraphTrainer(model, dataset, splits, config).fit().test_acc
 
 
-def gin_part(quick: bool, seeds: list[int]) -> dict:
-    recipe = dict(graphs=200 if quick else 1000, hidden=32, layers=4, dropout=0.5, lr=0.01, batch_size=32,
-                  epochs=3 if quick else 100)
+def gin_part(quick: bool, seeds: list[int], graphs: int, epochs: int) -> dict:
+    recipe = dict(graphs=200 if quick else graphs, hidden=32, layers=4, dropout=0.5, lr=0.01, batch_size=32,
+                  epochs=3 if quick else epochs)
     dataset = motif_graphs(recipe["graphs"], seed=0)
     rows = []
     for seed in seeds:
@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="runs per library: seeds 0..N-1 (default 5)")
     parser.add_argument("--seed-list", help="comma-separated seeds instead of --seeds, e.g. 1,2")
     parser.add_argument("--parts", default="gin,gae", help="comma-separated parts to run (default gin,gae)")
+    parser.add_argument("--gin-graphs", type=int, default=1000, help="motif graphs for the GIN part (default 1000)")
+    parser.add_argument("--gin-epochs", type=int, default=100, help="GIN epochs (default 100)")
     parser.add_argument("--out", default=str(RESULTS / "tasks_cpu"), help="output path without extension")
     args = parser.parse_args(argv)
     seeds = [0] if args.quick else ([int(v) for v in args.seed_list.split(",")] if args.seed_list
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     command = " ".join(["python benchmarks/tasks.py"] + (argv if argv is not None else sys.argv[1:]))
     report = {"date": datetime.date.today().isoformat(), "command": command,
               "machine": machine(torch.device("cpu")), "versions": versions(),
-              "gin": gin_part(args.quick, seeds) if "gin" in args.parts else None,
+              "gin": gin_part(args.quick, seeds, args.gin_graphs, args.gin_epochs) if "gin" in args.parts else None,
               "gae": gae_part(args.quick, seeds) if "gae" in args.parts else None}
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
