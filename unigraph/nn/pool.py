@@ -14,8 +14,8 @@ Each is a reduction over the in-edges of the *readout graph* (node ``i`` -> grap
 pooling runs on the same kernels (and backends) as the layers. A graph without nodes pools to 0
 for every reduction (the ops' contract for a destination without in-edges).
 
-NaN: sum, mean and attention propagate it; max is the ops' max, which skips NaN entries as
-torch-scatter does (PyG's ``global_max_pool``, on ``scatter_reduce``, propagates them).
+NaN and infinities propagate as in torch's reductions (a NaN feature makes its graph's sum, mean,
+max and attention output NaN), as in PyG's pools.
 
 ``batch`` is PyG's batch vector (``[N]`` ints, graph of each node; need not be sorted) or a
 :class:`~unigraph.data.GraphBatch`, whose readout graph is built once and reused.
