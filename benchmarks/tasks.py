@@ -103,8 +103,8 @@ def pyg_gin_run(dataset, splits, recipe: dict, seed: int) -> float:
 
 def unigraph_gin_run(dataset, splits, recipe: dict, seed: int) -> float:
     torch.manual_seed(seed)
-    model = GINClassifier(dataset.num_features, recipe["hidden"], dataset.num_classes, num_layers=recipe["layers"],
-                          dropout=recipe["dropout"])
+    model = GINClassifier(dataset.num_features, hidden_channels=recipe["hidden"], num_classes=dataset.num_classes,
+                          num_layers=recipe["layers"], dropout=recipe["dropout"])
     config = TrainConfig(epochs=recipe["epochs"], lr=recipe["lr"], weight_decay=0.0, batch_size=recipe["batch_size"],
                          patience=None, progress="off", seed=seed)
     return GraphTrainer(model, dataset, splits, config).fit().test_acc

@@ -133,7 +133,7 @@ def test_dataloading_prefetches_into_blocks_and_trains():
                                           prefetch_edge_feats=["w"])
     loader = dataloading.DataLoader(g, torch.arange(40) < 20, sampler, batch_size=8, shuffle=True, seed=0)
     assert len(loader) == 3
-    model = unigraph.models.GraphSAGE(5, 3, hidden_channels=8, num_layers=2)
+    model = unigraph.models.GraphSAGE(5, out_channels=3, hidden_channels=8, num_layers=2)
     seen = []
     for input_nodes, output_nodes, blocks in loader:
         assert torch.equal(blocks[0].srcdata["feat"], g.ndata["feat"][input_nodes])

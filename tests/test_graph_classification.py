@@ -133,7 +133,7 @@ def test_gin_classifier_matches_pyg_gin_with_the_same_weights():
     from unigraph.models.gin import gin_mlp
     torch.manual_seed(0)
     batch = collate(random_graphs(sizes=(4, 6, 0, 5), features=3))
-    ours = GINClassifier(3, 8, 4, num_layers=3).eval()
+    ours = GINClassifier(3, hidden_channels=8, num_classes=4, num_layers=3).eval()
 
     class PyGGIN(torch.nn.Module):
         def __init__(self):
@@ -157,12 +157,12 @@ def test_gin_classifier_matches_pyg_gin_with_the_same_weights():
 
 def test_gin_classifier_checks_its_settings():
     with pytest.raises(ValueError, match="pool must be one of"):
-        GINClassifier(3, 8, 2, pool="min")
+        GINClassifier(3, hidden_channels=8, num_classes=2, pool="min")
     with pytest.raises(ValueError, match="num_layers"):
-        GINClassifier(3, 8, 2, num_layers=0)
+        GINClassifier(3, hidden_channels=8, num_classes=2, num_layers=0)
     batch = collate([Graph(torch.tensor([[0], [1]]), num_nodes=2)])
     with pytest.raises(ValueError, match="no node features"):
-        GINClassifier(1, 4, 2)(batch)
+        GINClassifier(1, hidden_channels=4, num_classes=2)(batch)
 
 
 # ---------------------------------------------------------------- the loader
@@ -215,7 +215,7 @@ def test_gin_learns_the_motifs():
     dataset = motif_graphs(300, seed=0)
     splits = split_graphs(len(dataset), (0.7, 0.15, 0.15), seed=0, labels=dataset.y)
     torch.manual_seed(0)
-    model = GINClassifier(1, 32, dataset.num_classes, num_layers=4)
+    model = GINClassifier(1, hidden_channels=32, num_classes=dataset.num_classes, num_layers=4)
     config = TrainConfig(epochs=25, lr=0.01, weight_decay=0.0, batch_size=32, patience=None, progress="off")
     seen = []
     result = GraphTrainer(model, dataset, splits, config, on_epoch=seen.append).fit()
@@ -240,3 +240,11 @@ def test_pooling_equals_a_plain_reference_on_drawn_batches(sizes, seed, special)
             rows = x[batch.ptr[k]:batch.ptr[k + 1]]
             expected = fold(rows) if rows.shape[0] else torch.zeros(2, dtype=torch.float64)
             torch.testing.assert_close(out[k], expected, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_gin_classifier_sizes_are_keyword_only():
+    """Like the node classifiers: PyG's GIN reads (in, hidden, num_layers, out) positionally."""
+    with pytest.raises(TypeError, match="positional argument"):
+        GINClassifier(3, 8, 2)
+    with pytest.raises(TypeError, match="num_classes"):
+        GINClassifier(3)

@@ -53,4 +53,4 @@ class GAE(torch.nn.Module):
 
 def gae_encoder(in_channels: int, hidden_channels: int = 32, out_channels: int = 16) -> GCN:
     """The GAE paper's encoder: GCN (self-loops, symmetric normalization), ReLU, GCN; no dropout."""
-    return GCN(in_channels, out_channels, hidden_channels=hidden_channels, num_layers=2, dropout=0.0)
+    return GCN(in_channels, out_channels=out_channels, hidden_channels=hidden_channels, num_layers=2, dropout=0.0)

@@ -40,7 +40,7 @@ class GINClassifier(torch.nn.Module):
         - **output:** logits :math:`(|\mathcal{G}|, C)`
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int, num_classes: int, num_layers: int = 5,
+    def __init__(self, in_channels: int, *, num_classes: int, hidden_channels: int = 64, num_layers: int = 5,
                  dropout: float = 0.5, pool: str = "sum", train_eps: bool = False):
         super().__init__()
         check_positive(num_layers, "num_layers", "GINClassifier")

@@ -136,8 +136,8 @@ def _graph_job(args, config: TrainConfig, on_epoch) -> TaskJob:
     if dataset.y.dim() != 1:
         raise ValueError(f"{dataset.name} holds regression targets; --task graph trains classifiers")
     splits = split_graphs(len(dataset), (0.8, 0.1, 0.1), seed=args.seed, labels=dataset.y)
-    model = GINClassifier(dataset.num_features, args.hidden, dataset.num_classes, num_layers=args.layers,
-                          dropout=args.dropout)
+    model = GINClassifier(dataset.num_features, hidden_channels=args.hidden, num_classes=dataset.num_classes,
+                          num_layers=args.layers, dropout=args.dropout)
     trainer = GraphTrainer(model, dataset, splits, config, on_epoch=on_epoch)
 
     def fit() -> str:
