@@ -5,7 +5,8 @@ A backend computes the forward primitives on a :class:`~unigraph.structure.Graph
 * ``gspmm(g, op, reduce, u, e)``: ``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])`` with
   ``reduce`` in sum / max / min (the front door turns mean into sum / in-degree). For max and
   min it also returns, per output element, the source node and edge id of the extreme edge
-  (``-1`` where ``v`` has no in-edges), which is all the backward pass needs.
+  (``-1`` where ``v`` has no in-edges), which is all the backward pass needs; an id of an
+  operand the op does not read (the edge id of copy_u, the source of copy_e) may be None.
 * ``gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)``: ``out[edge] = op(lhs[t_l(edge)], rhs[t_r(edge)])``
   with targets u (source), v (destination) or e (the edge itself).
 * ``edge_softmax(g, scores)``: softmax of edge scores over the in-edges of each destination.
@@ -191,6 +192,13 @@ class Backend:
         :func:`unigraph.ops.gradients.gat_attention_backward` minus the backend)."""
         raise NotImplementedError(f"backend {self.name!r} declares no fused gat_attention backward")
 
+    def scatter_at_rows(self, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
+        """``result[rows[v, k], offset(k)] += values[v, k]`` (rows == -1 skipped), ``result`` of shape
+        ``(num_rows,) + feature_shape``: how a max/min gradient reaches the winning edges' operand
+        rows. Called outside autograd only (a double backward takes :func:`scatter_at_rows`,
+        which is differentiable); a backend may override it with a kernel."""
+        return scatter_at_rows(values, rows, num_rows, feature_shape)
+
     def __repr__(self) -> str:
         return f"<unigraph backend {self.name!r}>"
 
@@ -261,6 +269,19 @@ def arg_extreme_edges(messages: Tensor, rows: Tensor, out: Tensor, num_rows: int
     first = torch.full(out.shape, num_edges, dtype=torch.int64, device=out.device)
     first.scatter_reduce_(0, index, candidates, "amin", include_self=True)
     return torch.where(first == num_edges, -1, first)
+
+
+def scatter_at_rows(values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
+    """:meth:`Backend.scatter_at_rows` in torch (differentiable in ``values``)."""
+    width = math.prod(feature_shape)
+    offsets = broadcast_offsets(feature_shape, tuple(values.shape[1:]), values.device)
+    # rows == -1 go to one spare row past the end, dropped after the sum: no boolean masking
+    # (which costs a nonzero pass and two compacting copies)
+    spare_row = torch.where(rows >= 0, rows, num_rows).reshape(rows.shape[0], offsets.numel())
+    flat = (spare_row * width + offsets).reshape(-1)
+    result = values.new_zeros((num_rows + 1) * width)
+    result.index_add_(0, flat, values.reshape(-1))
+    return result[: num_rows * width].view((num_rows,) + tuple(feature_shape))
 
 
 def operand_offsets(x: Tensor | None, features: tuple[int, ...]) -> Tensor | None:

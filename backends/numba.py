@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from unigraph.backends.base import Availability, Backend, Contract, Request, gsddmm_by_gather, per_slice_plan
-from unigraph.kernels.cpu import threads_for
+from unigraph.kernels.cpu import alloc, threads_for
 from unigraph.ops.broadcast import broadcast_offsets
 from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
@@ -39,6 +39,27 @@ def _blocked(ptr: Tensor) -> tuple[np.ndarray, np.ndarray]:
     from unigraph.kernels.cpu.schedule import row_blocks  # imports numba: on first use only
     ptr = _np(ptr)
     return row_blocks(ptr), ptr
+
+
+def _slot_like(num_edges: int) -> np.ndarray:
+    """The dtype of the max/min kernels' per-row scratch of winning CSR slots: int32 where every
+    slot fits (twice the vector lanes of int64)."""
+    return _SLOT32 if num_edges <= np.iinfo(np.int32).max else _SLOT64
+
+
+_SLOT32, _SLOT64 = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64)
+
+
+def _column_parts(width: int) -> np.ndarray:
+    """Column ranges, one per numba thread, in whole 64-byte lines of float32 (16 columns), so
+    that no two threads write the same cache line of a row (bounds non-decreasing; a range may
+    be empty when the row is narrow)."""
+    import numba
+    threads = numba.get_num_threads()
+    lines = -(-width // 16)
+    bounds = [min(width, 16 * (lines * i // threads)) for i in range(threads + 1)]
+    bounds[-1] = width
+    return np.array(bounds, dtype=np.int64)
 
 
 def _rows_of(g: GraphTensors, target: str) -> Tensor:
@@ -75,42 +96,59 @@ class NumbaBackend(Backend):
         like = u if u is not None else e
         features = gspmm_features(op, u, e)
         width = math.prod(features)
+        extreme = reduce != "sum"
         if g.num_edges == 0 or width == 0:
             out = torch.zeros((g.num_dst,) + features, dtype=like.dtype)
             empty_arg = torch.full(out.shape, -1, dtype=torch.int64)
-            return (out, None, None) if reduce == "sum" else (out, empty_arg, empty_arg.clone())
+            return (out, None, None) if not extreme else (out, empty_arg, empty_arg.clone())
         spmm, _, _, _, messages = _kernels()
         # Every kernel writes each output row itself (zeroing it in cache first), so no zero-fill pass.
-        out = torch.empty((g.num_dst,) + features, dtype=like.dtype)
+        out = alloc.empty((g.num_dst,) + features, like.dtype)
         out2 = _np(out.view(g.num_dst, width))
-        arg_u = arg_e = None
-        if reduce != "sum":
-            arg_u, arg_e = torch.empty(out.shape, dtype=torch.int64), torch.empty(out.shape, dtype=torch.int64)
-            args = (_np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
+        sign = 1.0 if reduce == "max" else -1.0
         src, eid = _np(g.in_src), _np(g.in_eid)
         plan = per_slice_plan(op, u, e) if reduce == "sum" and op == "u_mul_e" else None
         with threads_for(g.num_edges * width):
             blocks, ptr = _blocked(g.in_ptr)
             if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
                 rows, x = (src if op == "copy_u" else eid), _np(like.reshape(like.shape[0], width))
-                if reduce == "sum":
+                if not extreme:
                     spmm.gather_sum(blocks, ptr, rows, x, out2)
-                else:
-                    spmm.gather_extreme(blocks, ptr, rows, src, eid, x, reduce == "max", out2, *args)
-            elif plan is not None:  # a weight per slice: the contiguous kernel
+                    return out, None, None
+                # the winner's row of the one operand read: the source (arg_u) or the edge (arg_e)
+                arg = alloc.empty(out.shape, torch.int64)
+                spmm.gather_extreme(blocks, ptr, rows, x, sign, _slot_like(g.num_edges), out2,
+                                    _np(arg.view(g.num_dst, width)))
+                return (out, arg, None) if op == "copy_u" else (out, None, arg)
+            if plan is not None:  # a weight per slice: the contiguous kernel
                 mat, weights, _ = plan
                 spmm.weighted_sum(blocks, ptr, src, eid, _np(mat), _np(weights),
                                   _np(out.view((g.num_dst,) + mat.shape[1:])))
-            else:
-                u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:])))
-                e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:])))
-                offsets = _offsets(tuple(u.shape[1:]), features), _offsets(tuple(e.shape[1:]), features)
-                if reduce == "sum":
-                    spmm.binary_sum(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], out2)
-                else:
-                    spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], reduce == "max",
-                                        out2, *args)
-        return out, arg_u, arg_e
+                return out, None, None
+            u2 = _np(u.reshape(u.shape[0], math.prod(u.shape[1:])))
+            e2 = _np(e.reshape(e.shape[0], math.prod(e.shape[1:])))
+            offsets = _offsets(tuple(u.shape[1:]), features), _offsets(tuple(e.shape[1:]), features)
+            if not extreme:
+                spmm.binary_sum(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], out2)
+                return out, None, None
+            arg_u, arg_e = alloc.empty(out.shape, torch.int64), alloc.empty(out.shape, torch.int64)
+            spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], sign, out2,
+                                _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
+            return out, arg_u, arg_e
+
+    def scatter_at_rows(self, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
+        """The max/min gradient's scatter, threads over column ranges (``spmm.scatter_columns``),
+        when nothing is broadcast (the copy ops; binary ops whose operand has the output's shape)."""
+        if tuple(values.shape[1:]) != tuple(feature_shape) or values.dtype not in SUPPORTED_DTYPES:
+            return super().scatter_at_rows(values, rows, num_rows, feature_shape)
+        spmm = _kernels()[0]
+        width = math.prod(feature_shape)
+        out = alloc.zeros((num_rows,) + tuple(feature_shape), values.dtype)
+        if width and values.shape[0]:
+            with threads_for(values.numel()):
+                spmm.scatter_columns(_column_parts(width), _np(rows.reshape(rows.shape[0], width)),
+                                     _np(values.reshape(values.shape[0], width)), _np(out.view(num_rows, width)))
+        return out
 
     # ------------------------------------------------------------------ g-SDDMM
     def gsddmm(self, g: GraphTensors, op: str, lhs, rhs, lhs_target: str, rhs_target: str) -> Tensor:

@@ -9,8 +9,9 @@ output element to its element in a (broadcast) operand row with ``uoff``/``eoff`
 (GAT's weighted sum, edge-weighted GCN) have their own contiguous kernel, which LLVM
 vectorizes like the copy kernels.
 
-Max/min kernels write, per output element, the source id and edge id of the winning edge (first
-on ties), as the backward pass needs them. A NaN message wins and stays (the result is NaN, as
+Max/min kernels write, per output element, the winning edge's row of each operand it reads
+(first on ties), as the backward pass needs them: the copy kernel only that of its one operand
+(the source for copy_u, the edge for copy_e), the binary kernel source and edge id. A NaN message wins and stays (the result is NaN, as
 ``torch.amax`` gives; the winner is the row's first NaN edge), whatever the edge order; a row
 whose messages are all -inf (max) gives -inf. Rows without in-edges give 0 and ids -1.
 """
@@ -22,6 +23,7 @@ from numba import prange
 
 from unigraph.kernels.cpu import FASTMATH
 from unigraph.kernels.cpu.messages import apply
+from unigraph.kernels.cpu.prefetch import DISTANCE, prefetch_row
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -30,20 +32,27 @@ def gather_sum(blocks, ptr, rows, x, out):
 
     Four edges per step into a thread-local accumulator: four independent row loads in flight
     hide more of the gather latency and the accumulator is read and written once per four rows
-    (1.5-2x faster than one edge per step at mean degree 8-128, F = 64, 2 threads)."""
+    (1.5-2x faster than one edge per step at mean degree 8-128, F = 64, 2 threads). The rows
+    :data:`~unigraph.kernels.cpu.prefetch.DISTANCE` slots ahead are prefetched (the next rows
+    of the block, across row ends)."""
     width = out.shape[1]
     for b in prange(blocks.shape[0] - 1):
         acc = np.empty(width, dtype=out.dtype)
+        last = ptr[blocks[b + 1]] - 1  # the block's last slot: prefetches stay inside the block
         for v in range(blocks[b], blocks[b + 1]):
             for k in range(width):
                 acc[k] = 0
             p, end = ptr[v], ptr[v + 1]
             while p + 3 < end:
+                ahead = min(p + DISTANCE, last - 3)
+                for j in range(4):
+                    prefetch_row(x, rows[ahead + j])
                 r0, r1, r2, r3 = rows[p], rows[p + 1], rows[p + 2], rows[p + 3]
                 for k in range(width):
                     acc[k] += (x[r0, k] + x[r1, k]) + (x[r2, k] + x[r3, k])
                 p += 4
             while p < end:
+                prefetch_row(x, rows[min(p + DISTANCE, last)])
                 r0 = rows[p]
                 for k in range(width):
                     acc[k] += x[r0, k]
@@ -53,54 +62,47 @@ def gather_sum(blocks, ptr, rows, x, out):
 
 
 @numba.njit(inline="always")
-def _beats(value, best, is_max):
-    """Whether ``value`` replaces the running extreme ``best``: NaN beats everything and is never
-    replaced (NaN propagates, as in torch.amax); otherwise strictly greater (max) or smaller (min),
-    so the first of equal values is kept."""
-    if best != best:
-        return False
-    if value != value:
-        return True
-    return value > best if is_max else value < best
-
-
-@numba.njit(inline="always")
-def _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e):
-    """Map the row's winning CSR slots to source and edge ids (-1 for a row without in-edges)."""
-    for k in range(width):
-        if start == end:
-            arg_u[v, k] = -1
-            arg_e[v, k] = -1
-        else:
-            arg_u[v, k] = src[slot[k]]
-            arg_e[v, k] = eid[slot[k]]
+def _beats(value, best, sign):
+    """Whether ``value`` replaces the running extreme ``best`` (``sign`` 1 for max, -1 for min:
+    negation is exact, so ``-value > -best`` is ``value < best``). NaN beats every number and is
+    never replaced (NaN propagates, as in torch.amax); otherwise strictly greater, so the first
+    of equal values is kept. Branch-free, so the feature loop vectorizes."""
+    return (sign * value > sign * best) | ((value != value) & (best == best))
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
-def gather_extreme(blocks, ptr, rows, src, eid, x, is_max, out, arg_u, arg_e):
-    """out[v] = elementwise max (is_max) or min of x[rows[p]] over v's slots; arg_u/arg_e get
-    the winning edge's source and edge id (the first on ties)."""
+def gather_extreme(blocks, ptr, rows, x, sign, slot_like, out, arg):
+    """out[v] = elementwise max (``sign`` 1) or min (-1) of x[rows[p]] over v's slots; ``arg``
+    gets the winning row ``rows[p]`` (the first on ties), -1 for a row without in-edges. The
+    winning slots are kept per row in a scratch array of ``slot_like``'s dtype (int32 where the
+    edge count allows: twice the lanes per vector)."""
     width = out.shape[1]
     for b in prange(blocks.shape[0] - 1):
-        slot = np.empty(width, dtype=np.int64)
+        best = np.empty(width, dtype=out.dtype)
+        slot = np.empty(width, dtype=slot_like.dtype)
+        last = ptr[blocks[b + 1]] - 1
         for v in range(blocks[b], blocks[b + 1]):
             start, end = ptr[v], ptr[v + 1]
             if start == end:
                 for k in range(width):
                     out[v, k] = 0
-            else:
-                r = rows[start]
+                    arg[v, k] = -1
+                continue
+            r = rows[start]
+            for k in range(width):
+                best[k] = x[r, k]
+                slot[k] = start
+            for p in range(start + 1, end):
+                prefetch_row(x, rows[min(p + DISTANCE, last)])
+                r = rows[p]
                 for k in range(width):
-                    out[v, k] = x[r, k]
-                    slot[k] = start
-                for p in range(start + 1, end):
-                    r = rows[p]
-                    for k in range(width):
-                        value = x[r, k]
-                        if _beats(value, out[v, k], is_max):
-                            out[v, k] = value
-                            slot[k] = p
-            _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e)
+                    value = x[r, k]
+                    take = _beats(value, best[k], sign)
+                    best[k] = value if take else best[k]
+                    slot[k] = p if take else slot[k]
+            for k in range(width):
+                out[v, k] = best[k]
+                arg[v, k] = rows[slot[k]]
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -137,9 +139,9 @@ def binary_sum(blocks, ptr, src, eid, u, e, uoff, eoff, op, out):
 
 
 @numba.njit(parallel=True, cache=True)
-def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, is_max, out, arg_u, arg_e):
-    """Max (is_max) or min over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and the
-    winning edge's source and edge id."""
+def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, sign, out, arg_u, arg_e):
+    """Max (``sign`` 1) or min (-1) over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and
+    the winning edge's source and edge id (-1 for a row without in-edges)."""
     width = out.shape[1]
     for b in prange(blocks.shape[0] - 1):
         slot = np.empty(width, dtype=np.int64)
@@ -148,16 +150,35 @@ def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, is_max, out, arg
             if start == end:
                 for k in range(width):
                     out[v, k] = 0
-            else:
-                s, edge = src[start], eid[start]
+                    arg_u[v, k] = -1
+                    arg_e[v, k] = -1
+                continue
+            s, edge = src[start], eid[start]
+            for k in range(width):
+                out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                slot[k] = start
+            for q in range(start + 1, end):
+                s, edge = src[q], eid[q]
                 for k in range(width):
-                    out[v, k] = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                    slot[k] = start
-                for q in range(start + 1, end):
-                    s, edge = src[q], eid[q]
-                    for k in range(width):
-                        value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                        if _beats(value, out[v, k], is_max):
-                            out[v, k] = value
-                            slot[k] = q
-            _write_args(v, width, start, end, slot, src, eid, arg_u, arg_e)
+                    value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
+                    if _beats(value, out[v, k], sign):
+                        out[v, k] = value
+                        slot[k] = q
+            for k in range(width):
+                arg_u[v, k] = src[slot[k]]
+                arg_e[v, k] = eid[slot[k]]
+
+
+@numba.njit(parallel=True, cache=True)
+def scatter_columns(parts, rows, values, out):
+    """``out[rows[v, k], k] += values[v, k]`` where ``rows[v, k] >= 0``: the gradient of a
+    max/min reaching the winning operand rows. Threads own column ranges ``parts[c]:parts[c+1]``
+    (whole cache lines), so no two write the same element: no atomics, and the sums are
+    deterministic (each element adds its contributions in order of ``v``)."""
+    for c in prange(parts.shape[0] - 1):
+        lo, hi = parts[c], parts[c + 1]
+        for v in range(values.shape[0]):
+            for k in range(lo, hi):
+                r = rows[v, k]
+                if r >= 0:
+                    out[r, k] += values[v, k]

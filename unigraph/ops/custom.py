@@ -69,9 +69,16 @@ def _graph(tensors: list[Tensor], num_src: int, num_dst: int) -> GraphTensors:
 
 
 # ====================================================================== gspmm
+def _args_used(op: str, reduce: str) -> tuple[bool, bool]:
+    """Which arg tensors (arg_u, arg_e) a gspmm keeps: those of the operands a max/min reads."""
+    extreme = reduce in ("max", "min")
+    return extreme and op != "copy_e", extreme and op != "copy_u"
+
+
 class GSpMM(torch.autograd.Function):
     """``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])``; returns ``(out, arg_u, arg_e)``, the
-    arg tensors (extreme edge per element) empty unless reduce is max/min."""
+    arg tensors (extreme edge per element) empty unless reduce is max/min and the op reads that
+    operand (copy_u keeps only arg_u, copy_e only arg_e)."""
 
     @staticmethod
     def forward(g: GraphTensors, backend: Backend, op: str, reduce: str, u: Optional[Tensor],
@@ -81,8 +88,12 @@ class GSpMM(torch.autograd.Function):
             out, arg_u, arg_e = backend.gspmm(g, op, "sum" if reduce == "mean" else reduce, u, e)
         if reduce == "mean":
             out = out / gradients.in_degree_divisor(g, out)
-        if arg_u is None:
+        # Only the arg of an operand the op reads is kept (copy_u: arg_u, copy_e: arg_e), as its
+        # backward needs no other; a backend may skip computing the other one (None).
+        used_u, used_e = _args_used(op, reduce)
+        if not used_u:
             arg_u = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
+        if not used_e:
             arg_e = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
         return out, arg_u, arg_e
 
@@ -113,9 +124,9 @@ gspmm_op = torch.library.custom_op("unigraph::gspmm", _gspmm_impl, mutates_args=
 def _gspmm_fake(graph, num_src, num_dst, backend, op, reduce, u, e):
     like = u if u is not None else e
     shape = (num_dst,) + gspmm_features(op, u, e)
-    arg_shape = shape if reduce in ("max", "min") else _NO_ARG
-    return (like.new_empty(shape), like.new_empty(arg_shape, dtype=torch.int64),
-            like.new_empty(arg_shape, dtype=torch.int64))
+    used_u, used_e = _args_used(op, reduce)
+    return (like.new_empty(shape), like.new_empty(shape if used_u else _NO_ARG, dtype=torch.int64),
+            like.new_empty(shape if used_e else _NO_ARG, dtype=torch.int64))
 
 
 def _gspmm_op_setup(ctx, inputs, output):

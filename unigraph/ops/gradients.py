@@ -53,6 +53,7 @@ import math
 import torch
 from torch import Tensor
 
+from unigraph.backends.base import scatter_at_rows
 from unigraph.ops.broadcast import broadcast_offsets, reduce_to_shape
 from unigraph.structure import GraphTensors
 
@@ -86,7 +87,7 @@ def in_degree_divisor(g: GraphTensors, like: Tensor) -> Tensor:
 def gspmm_backward(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | None, e: Tensor | None,
                    arg_u: Tensor, arg_e: Tensor, go: Tensor, need_u: bool, need_e: bool):
     if reduce in ("max", "min"):
-        return _gspmm_extreme_backward(g, op, u, e, arg_u, arg_e, go, need_u, need_e)
+        return _gspmm_extreme_backward(g, backend, op, u, e, arg_u, arg_e, go, need_u, need_e)
     if reduce == "mean":
         go = go / in_degree_divisor(g, go)
     rev = g.reverse()
@@ -132,27 +133,23 @@ def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
     return torch.where(rows >= 0, picked, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-def _scatter_to(values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
-    """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1)."""
-    width = math.prod(feature_shape)
-    offsets = broadcast_offsets(feature_shape, tuple(values.shape[1:]), values.device)
-    # rows == -1 go to one spare row past the end, dropped after the sum: no boolean masking
-    # (which costs a nonzero pass and two compacting copies)
-    spare_row = torch.where(rows >= 0, rows, num_rows).reshape(rows.shape[0], offsets.numel())
-    flat = (spare_row * width + offsets).reshape(-1)
-    result = values.new_zeros((num_rows + 1) * width)
-    result.index_add_(0, flat, values.reshape(-1))
-    return result[: num_rows * width].view((num_rows,) + tuple(feature_shape))
+def _scatter_to(backend, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
+    """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1): the
+    backend's kernel for it, or torch's differentiable form in a double backward or a trace."""
+    from unigraph.ops.custom import traced
+    if (torch.is_grad_enabled() and values.requires_grad) or traced(values, rows):
+        return scatter_at_rows(values, rows, num_rows, feature_shape)
+    return backend.scatter_at_rows(values, rows, num_rows, feature_shape)
 
 
-def _gspmm_extreme_backward(g: GraphTensors, op: str, u, e, arg_u, arg_e, go, need_u, need_e):
+def _gspmm_extreme_backward(g: GraphTensors, backend, op: str, u, e, arg_u, arg_e, go, need_u, need_e):
     out_shape = tuple(go.shape[1:])
     du = de = None
     if op == "copy_u":
-        du = _scatter_to(go, arg_u, g.num_src, tuple(u.shape[1:])) if need_u else None
+        du = _scatter_to(backend, go, arg_u, g.num_src, tuple(u.shape[1:])) if need_u else None
         return du, None
     if op == "copy_e":
-        de = _scatter_to(go, arg_e, g.num_edges, tuple(e.shape[1:])) if need_e else None
+        de = _scatter_to(backend, go, arg_e, g.num_edges, tuple(e.shape[1:])) if need_e else None
         return None, de
     if op in ("u_add_e", "u_sub_e"):
         du_part, de_part = go, (-go if op == "u_sub_e" else go)
@@ -165,9 +162,9 @@ def _gspmm_extreme_backward(g: GraphTensors, op: str, u, e, arg_u, arg_e, go, ne
             safe_e = torch.where(arg_e >= 0, e_sel, torch.ones((), dtype=e_sel.dtype, device=e_sel.device))
             du_part, de_part = go / safe_e, -go * u_sel / (safe_e * safe_e)
     if need_u:
-        du = _scatter_to(du_part, arg_u, g.num_src, tuple(u.shape[1:]))
+        du = _scatter_to(backend, du_part, arg_u, g.num_src, tuple(u.shape[1:]))
     if need_e:
-        de = _scatter_to(de_part, arg_e, g.num_edges, tuple(e.shape[1:]))
+        de = _scatter_to(backend, de_part, arg_e, g.num_edges, tuple(e.shape[1:]))
     return du, de
 
 
