@@ -16,6 +16,7 @@ from torch import Tensor
 
 from unigraph.backends.base import Availability, Backend, Contract, Request, gsddmm_by_gather, per_slice_plan
 from unigraph.kernels.cpu import alloc, threads_for
+from unigraph.kernels.cpu.indices import compact, index_dtype
 from unigraph.ops.broadcast import broadcast_offsets
 from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
@@ -62,12 +63,18 @@ def _column_parts(width: int) -> np.ndarray:
     return np.array(bounds, dtype=np.int64)
 
 
-def _rows_of(g: GraphTensors, target: str) -> Tensor:
+def _in_indices(g: GraphTensors) -> tuple[np.ndarray, np.ndarray]:
+    """The in-CSR's sources and edge ids as the kernels take them (int32 where they fit)."""
+    return compact(g.in_src, g.num_src), compact(g.in_eid, g.num_edges)
+
+
+def _rows_of(g: GraphTensors, target: str) -> np.ndarray:
+    """The operand row of every edge for a g-SDDMM target, as the kernels index it."""
     if target == "u":
-        return g.src
+        return compact(g.src, g.num_src)
     if target == "v":
-        return g.dst
-    return torch.arange(g.num_edges)
+        return compact(g.dst, g.num_dst)
+    return np.arange(g.num_edges, dtype=index_dtype(g.num_edges))
 
 
 def _kernels():
@@ -106,7 +113,7 @@ class NumbaBackend(Backend):
         out = alloc.empty((g.num_dst,) + features, like.dtype)
         out2 = _np(out.view(g.num_dst, width))
         sign = 1.0 if reduce == "max" else -1.0
-        src, eid = _np(g.in_src), _np(g.in_eid)
+        src, eid = _in_indices(g)
         plan = per_slice_plan(op, u, e) if reduce == "sum" and op == "u_mul_e" else None
         with threads_for(g.num_edges * width):
             blocks, ptr = _blocked(g.in_ptr)
@@ -164,7 +171,7 @@ class NumbaBackend(Backend):
 
     def _gsddmm_kernels(self, g, op, lhs, rhs, lhs_target, rhs_target, fl, fr, features, out):
         _, sddmm, _, _, messages = _kernels()
-        rows_l, rows_r = _np(_rows_of(g, lhs_target)), _np(_rows_of(g, rhs_target))
+        rows_l, rows_r = _rows_of(g, lhs_target), _rows_of(g, rhs_target)
         if op == "dot":
             width = fl[-1]
             slices = math.prod(features)
@@ -196,7 +203,8 @@ class NumbaBackend(Backend):
         width = math.prod(scores.shape[1:])
         if g.num_edges and width:
             with threads_for(g.num_edges * width):
-                softmax.edge_softmax(*_blocked(g.in_ptr), _np(g.in_eid), _np(scores.reshape(g.num_edges, width)),
+                softmax.edge_softmax(*_blocked(g.in_ptr), compact(g.in_eid, g.num_edges),
+                                     _np(scores.reshape(g.num_edges, width)),
                                      _np(out.view(g.num_edges, width)))
         return out
 
@@ -210,7 +218,7 @@ class NumbaBackend(Backend):
         if g.num_edges:
             dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
             with threads_for(g.num_edges * h[0].numel()):
-                gat.forward(*_blocked(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
+                gat.forward(*_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
                             _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                             _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
                             float(negative_slope), _np(out), _np(row_max), _np(row_sum))
@@ -233,10 +241,10 @@ class NumbaBackend(Backend):
         d_el = torch.zeros((g.num_src, heads), dtype=h.dtype)
         with threads_for(g.num_edges * h[0].numel()):
             gat.backward_by_destination(
-                *_blocked(g.in_ptr), _np(g.in_src), _np(g.in_eid), _np(h), _np(el), _np(er),
+                *_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
                 _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                 _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None, float(negative_slope),
                 _np(out), _np(row_max), _np(row_sum), _np(grad_out), _np(d_er), _np(dz), _np(kept))
-            gat.backward_by_source(*_blocked(g.out_ptr), _np(g.out_dst), _np(g.out_eid), _np(grad_out), _np(dz),
+            gat.backward_by_source(*_blocked(g.out_ptr), *_in_indices(g.reverse()), _np(grad_out), _np(dz),
                                    _np(kept), need[0], _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
         return dh, (d_el if need[1] else None), (d_er if need[2] else None), (dz if need[3] else None)

@@ -11,9 +11,13 @@ vectorizes like the copy kernels.
 
 Max/min kernels write, per output element, the winning edge's row of each operand it reads
 (first on ties), as the backward pass needs them: the copy kernel only that of its one operand
-(the source for copy_u, the edge for copy_e), the binary kernel source and edge id. A NaN message wins and stays (the result is NaN, as
-``torch.amax`` gives; the winner is the row's first NaN edge), whatever the edge order; a row
-whose messages are all -inf (max) gives -inf. Rows without in-edges give 0 and ids -1.
+(the source for copy_u, the edge for copy_e), the binary kernel source and edge id. A NaN
+message wins and stays (the result is NaN, as ``torch.amax`` gives; the winner is the row's
+first NaN edge), whatever the edge order; a row whose messages are all -inf (max) gives -inf.
+Rows without in-edges give 0 and ids -1.
+
+Index arrays (``rows``, ``src``, ``eid``) are int32 or int64 (``indices.py`` picks int32 where
+every index fits); the kernels are compiled for both and only index with them.
 """
 from __future__ import annotations
 

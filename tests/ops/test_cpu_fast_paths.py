@@ -1,0 +1,138 @@
+"""The numba backend's speed paths change no result: int32 index copies (the dtype rule, the
+cache's guards, int32 == int64 bit for bit on every op, forward and backward), the max/min
+gradient's column-parallel scatter against torch's, and huge-page-advised outputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import unigraph
+from unigraph import ops
+
+pytest.importorskip("numba")
+from unigraph.backends import numba as numba_backend  # noqa: E402
+from unigraph.backends.base import scatter_at_rows  # noqa: E402
+from unigraph.kernels.cpu import alloc, indices  # noqa: E402
+
+
+# --------------------------------------------------------------------------- the dtype rule
+@pytest.mark.parametrize("bound, dtype", [(0, np.int32), (1, np.int32), (2**31, np.int32),
+                                          (2**31 + 1, np.int64), (2**40, np.int64)])
+def test_index_dtype_rule(bound, dtype):
+    """int32 exactly when the largest index, bound - 1, is at most 2**31 - 1 (no graph with
+    2**31 edges is built: the rule is a function of the count alone)."""
+    assert indices.index_dtype(bound) == dtype
+
+
+def test_index_dtype_refuses_negative_bound():
+    with pytest.raises(ValueError, match="got -1"):
+        indices.index_dtype(-1)
+
+
+def test_compact_refuses_other_dtypes():
+    with pytest.raises(TypeError, match="int32"):
+        indices.compact(torch.arange(3, dtype=torch.int32), 3)
+
+
+def test_compact_copies_once_and_follows_in_place_writes():
+    t = torch.tensor([4, 0, 2, 3])
+    first = indices.compact(t, 5)
+    assert first.dtype == np.int32 and first.tolist() == [4, 0, 2, 3]
+    assert indices.compact(t, 5) is first            # cached while unchanged
+    t[1] = 1                                         # an in-place write bumps the version
+    again = indices.compact(t, 5)
+    assert again.tolist() == [4, 1, 2, 3]
+    t.set_(torch.tensor([7, 7]))                     # new storage, new shape
+    assert indices.compact(t, 8).tolist() == [7, 7]
+
+
+def test_compact_keeps_int64_past_the_limit():
+    t = torch.tensor([0, 5])
+    view = indices.compact(t, 2**31 + 1)
+    assert view.dtype == np.int64 and np.shares_memory(view, t.numpy())
+
+
+def test_compact_entry_dies_with_its_tensor():
+    t = torch.tensor([1, 2, 3])
+    indices.compact(t, 4)
+    key = id(t)
+    assert key in indices._CACHE
+    del t
+    assert key not in indices._CACHE
+
+
+# --------------------------------------------------------------------------- int32 == int64
+def _hub_graph(seed=0, num_nodes=300, num_edges=4000):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    dst[: num_edges // 4] = 7                       # a hub: one long row, crosses prefetch windows
+    return unigraph.Graph(torch.stack([src, dst]), num_nodes=num_nodes), gen
+
+
+def _every_op(g, gen):
+    """Outputs and input gradients of one call of every op on the numba backend."""
+    n, e = g.num_nodes, g.num_edges
+    x = torch.randn(n, 37, generator=gen)
+    x[3, 5] = float("nan")
+    x[9, :] = float("-inf")
+    w = torch.rand(e, 1, generator=gen)
+    h = torch.randn(n, 4, 8, generator=gen)
+    s = torch.randn(e, 4, 1, generator=gen)
+    el, er = torch.randn(n, 4, 1, generator=gen), torch.randn(n, 4, 1, generator=gen)
+    results = []
+    calls = [(lambda a, b: ops.gspmm(g, "copy_u", r, u=a, backend="numba"), (x,)) for r in ("sum", "max", "min")]
+    calls += [(lambda a, b, r=r: ops.gspmm(g, "u_mul_e", r, u=a, e=b, backend="numba"), (x, w))
+              for r in ("sum", "mean", "max")]
+    calls += [(lambda a, b: ops.gspmm(g, "copy_e", "max", e=b, backend="numba"), (None, torch.randn(e, 6, generator=gen))),
+              (lambda a, b: ops.gsddmm(g, "dot", a, a, "u", "v", backend="numba"), (h,)),
+              (lambda a, b: ops.gsddmm(g, "add", a, b, "u", "e", backend="numba"), (el, s)),
+              (lambda a, b: ops.edge_softmax(g, b, backend="numba"), (None, s)),
+              (lambda a, b: ops.gat_attention(g, a, el[..., 0], er[..., 0], 0.2, backend="numba"), (h,))]
+    for fn, inputs in calls:
+        inputs = tuple(None if t is None else t.clone().requires_grad_() for t in inputs) + (None,) * (2 - len(inputs))
+        out = fn(*inputs)
+        grad = torch.randn(out.shape, generator=gen)
+        torch.where(torch.isfinite(out), out, 0).mul(grad).sum().backward()
+        results.append((out, [t.grad for t in inputs if t is not None]))
+    return results
+
+
+def test_int32_indices_give_the_int64_results_bit_for_bit(monkeypatch):
+    g, _ = _hub_graph()
+    with_int32 = _every_op(g, torch.Generator().manual_seed(1))
+    assert indices.compact(g.tensors().in_src, g.num_nodes).dtype == np.int32   # the path under test ran
+    monkeypatch.setattr(indices, "INT32_LIMIT", -2)   # the rule now says int64 for every bound
+    with_int64 = _every_op(g, torch.Generator().manual_seed(1))
+    for (out32, grads32), (out64, grads64) in zip(with_int32, with_int64):
+        torch.testing.assert_close(out32, out64, rtol=0, atol=0, equal_nan=True)
+        for a, b in zip(grads32, grads64):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+# --------------------------------------------------------------------------- max/min gradient scatter
+@pytest.mark.parametrize("width", [1, 3, 16, 37, 64])
+def test_column_scatter_matches_torch(width):
+    gen = torch.Generator().manual_seed(width)
+    values = torch.randn(500, width, dtype=torch.float64, generator=gen)
+    rows = torch.randint(-1, 40, (500, width), generator=gen)      # -1: no winner; many duplicates
+    backend = numba_backend.NumbaBackend()
+    got = backend.scatter_at_rows(values, rows, 40, (width,))
+    torch.testing.assert_close(got, scatter_at_rows(values, rows, 40, (width,)), rtol=1e-12, atol=1e-12)
+
+
+def test_column_scatter_defers_broadcast_to_torch():
+    values = torch.randn(6, 2, 3)
+    rows = torch.randint(0, 4, (6, 2, 3))
+    got = numba_backend.NumbaBackend().scatter_at_rows(values, rows, 4, (2, 1))
+    torch.testing.assert_close(got, scatter_at_rows(values, rows, 4, (2, 1)))
+
+
+# --------------------------------------------------------------------------- huge-page outputs
+def test_advised_outputs_are_ordinary_tensors():
+    big = alloc.empty((alloc.MIN_BYTES // 4 + 3, 2), torch.float32)
+    assert big.shape == (alloc.MIN_BYTES // 4 + 3, 2) and big.dtype == torch.float32 and big.is_contiguous()
+    big.fill_(2.5)
+    assert float(big.sum()) == 2.5 * big.numel()
+    assert alloc.zeros((3, 4), torch.float64).eq(0).all()
