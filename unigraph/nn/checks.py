@@ -10,6 +10,7 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
+from unigraph.nn.lazy import check_in_channels, materialize
 
 
 def check_width(x: Tensor | None, expected: int, who: str, name: str = "x") -> None:
@@ -21,10 +22,16 @@ def check_width(x: Tensor | None, expected: int, who: str, name: str = "x") -> N
         raise ValueError(f"{who} expects {name} with {expected} features (its in_channels), got {x.shape[1]}")
 
 
-def node_inputs(g: Any, x: Any, who: str, widths: tuple[int, int] | None = None) -> tuple[Graph, Tensor, Tensor | None]:
-    """``(g, x_src, x_dst)`` with the graph type, row counts and (if given) feature widths checked."""
+def node_inputs(g: Any, x: Any, who: str, widths: tuple[int, int] | None = None,
+                layer: Any = None) -> tuple[Graph, Tensor, Tensor | None]:
+    """``(g, x_src, x_dst)`` with the graph type, row counts and (if given) feature widths checked;
+    a lazy ``layer`` (``in_channels=-1``) is first sized from the features."""
     check_graph(g, who)
     x_src, x_dst = split_pair(g, x)
+    if layer is not None:
+        if layer._lazy:
+            materialize(layer, x_src, x_dst, *layer._lazy_linears())
+        widths = layer._widths
     if widths is not None:
         check_width(x_src, widths[0], who, "x (source features)" if g.is_bipartite else "x")
         check_width(x_dst, widths[1], who, "x (destination features)" if g.is_bipartite else "x")
@@ -43,7 +50,11 @@ def edge_input(g: Graph, value: Tensor | None, who: str, name: str, *, vector: b
     return value
 
 
-def channels_pair(in_channels: int | tuple[int, int], who: str) -> tuple[int, int]:
+def channels_pair(in_channels: int | tuple[int, int], who: str, lazy: bool = False) -> tuple[int, int]:
+    """``(source, destination)`` widths; with ``lazy``, -1 means "from the first input"
+    (:mod:`unigraph.nn.lazy`)."""
+    if lazy:
+        return check_in_channels(in_channels, who)
     pair = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
     if len(pair) != 2 or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in pair):
         raise ValueError(f"{who} in_channels must be a positive int or a pair of them, got {in_channels!r}")
@@ -64,6 +75,8 @@ def check_probability(value: Any, name: str, who: str) -> float:
 
 def glorot_(tensor: Tensor) -> None:
     """Glorot/Xavier uniform over the last two dims (PyG's ``glorot``)."""
+    if isinstance(tensor, torch.nn.parameter.UninitializedParameter):
+        return  # a lazy weight: initialized when the first call sizes it (unigraph.nn.lazy)
     bound = math.sqrt(6.0 / (tensor.size(-2) + tensor.size(-1)))
     with torch.no_grad():
         tensor.uniform_(-bound, bound)

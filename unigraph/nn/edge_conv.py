@@ -1,7 +1,7 @@
 """EdgeConv: the edge convolution of Dynamic Graph CNN."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -12,6 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.lazy import Interpreter, Pending, Record, Rows
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.tracing import E, U, V
+from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import node_inputs, reset_module
 from unigraph.nn.projection import dense
 
@@ -42,7 +43,7 @@ class EdgeConv(MessagePassing):
         aggr (str, optional): ``"max"``, ``"mean"``, ``"sum"`` (``"add"``) or ``"min"``. (default: ``"max"``)
 
     Shapes:
-        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{in}), (|\mathcal{V}_t|, F_{in}))`
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
@@ -57,8 +58,9 @@ class EdgeConv(MessagePassing):
     def reset_parameters(self) -> None:
         reset_module(self.nn)
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor]) -> Tensor:
-        g, x_src, x_dst = node_inputs(g, x, "EdgeConv")
+    def forward(self, g: Graph | Any, x: Any) -> Tensor:
+        call = resolve("EdgeConv", g, x)
+        g, x_src, x_dst = node_inputs(call.graph, call.x, "EdgeConv")
         if x_dst is None:
             raise ValueError("EdgeConv needs destination features: pass (x_src, x_dst) with x_dst a tensor")
         x_src, x_dst = dense(x_src), dense(x_dst)

@@ -1,6 +1,8 @@
 """GATConv: graph attention (Velickovic et al.), on the fused ``ops.gat_attention`` path."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -8,9 +10,10 @@ from torch.nn import Linear, Parameter
 
 from unigraph import ops
 from unigraph.graph import Graph
-from unigraph.message_passing.inputs import check_graph, split_pair
+from unigraph.nn.call_forms import Call, resolve
 from unigraph.nn.checks import (
-    channels_pair, check_positive, check_probability, check_width, edge_input, glorot_)
+    channels_pair, check_positive, check_probability, check_width, edge_input, glorot_, node_inputs)
+from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import keep_mask, linear
 from unigraph.self_loops import SelfLooped, with_self_loops
 
@@ -50,7 +53,8 @@ def set_attention_settings(layer: torch.nn.Module, who: str, in_channels, out_ch
                            edge_dim: int | None, fill_value, residual: bool) -> None:
     """Check and store the settings GATConv and GATv2Conv share (PyG's names)."""
     layer.in_channels = in_channels
-    layer._widths = channels_pair(in_channels, who)
+    layer._widths = channels_pair(in_channels, who, lazy=True)
+    layer._lazy = LAZY in layer._widths
     layer.out_channels = check_positive(out_channels, "out_channels", who)
     layer.heads = check_positive(heads, "heads", who)
     if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
@@ -59,6 +63,36 @@ def set_attention_settings(layer: torch.nn.Module, who: str, in_channels, out_ch
     layer.dropout = check_probability(dropout, "dropout", who)
     layer.add_self_loops, layer.edge_dim, layer.residual = add_self_loops, edge_dim, residual
     layer.fill_value = check_fill_value(fill_value, who)
+
+
+def attention_inputs(layer: torch.nn.Module, who: str, g, x, size, edge_attr: Tensor | None):
+    """``(call, g, x_src, x_dst, edge_attr)`` of an attention layer's call in any accepted form
+    (:mod:`unigraph.nn.call_forms`), with a lazy layer sized and every input checked."""
+    call = resolve(who, g, x, size=size, edge_attr=edge_attr)
+    g, x_src, x_dst = node_inputs(call.graph, call.x, who, layer=layer)
+    return call, g, x_src, x_dst, checked_edge_attr(layer, g, edge_attr, who)
+
+
+def attention_output(layer: torch.nn.Module, call: Call, out: Tensor, graph: Graph, alpha: Tensor | None,
+                     return_attention_weights: bool | None, get_attention: bool):
+    """The layer's result: ``out``, or with the attention weights in PyG's form
+    (``return_attention_weights``, see :meth:`Call.attention_result`) or DGL's (``get_attention``:
+    ``(out, alpha[E, H, 1])`` over the edges of the graph given, so only without added self-loops)."""
+    if return_attention_weights:
+        return call.attention_result(out, graph, alpha)
+    if get_attention:
+        return out, alpha.unsqueeze(-1)
+    return out
+
+
+def wants_attention(layer: torch.nn.Module, who: str, return_attention_weights: bool | None,
+                    get_attention: bool) -> bool:
+    if get_attention and layer.add_self_loops:
+        raise ValueError(f"{who}(get_attention=True) gives one weight per edge of the graph passed in, as DGL does, "
+                         "but this layer adds self-loops (add_self_loops=True), so its weights belong to another "
+                         "edge list: build it with add_self_loops=False, or use return_attention_weights=True, "
+                         "which also returns the edge_index the weights belong to")
+    return bool(return_attention_weights) or bool(get_attention)
 
 
 def checked_edge_attr(layer: torch.nn.Module, g: Graph, edge_attr: Tensor | None, who: str) -> Tensor | None:
@@ -165,10 +199,10 @@ class GATConv(torch.nn.Module):
         width = heads * out_channels
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
-            self.lin = Linear(in_channels, width, bias=False)
+            self.lin = make_linear(in_channels, width, bias=False)
         else:
-            self.lin_src = Linear(self._widths[0], width, bias=False)
-            self.lin_dst = Linear(self._widths[1], width, bias=False)
+            self.lin_src = make_linear(self._widths[0], width, bias=False)
+            self.lin_dst = make_linear(self._widths[1], width, bias=False)
         self.att_src = Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = Parameter(torch.empty(1, heads, out_channels))
         if edge_dim is not None:
@@ -178,9 +212,12 @@ class GATConv(torch.nn.Module):
             self.lin_edge = None
             self.register_parameter("att_edge", None)
         total = width if concat else out_channels
-        self.res = Linear(self._widths[1], total, bias=False) if residual else None
+        self.res = make_linear(self._widths[1], total, bias=False) if residual else None
         self.bias = Parameter(torch.empty(total)) if bias else None
         self.reset_parameters()
+
+    def _lazy_linears(self) -> tuple[tuple, tuple]:
+        return (self.lin, self.lin_src), (self.lin_dst, self.res)
 
     def reset_parameters(self) -> None:
         for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
@@ -192,17 +229,14 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor | None], edge_attr: Tensor | None = None,
-                return_attention_weights: bool = False):
+    def forward(self, g: Graph | Any, x: Any, edge_attr: Tensor | None = None, size: Any = None,
+                return_attention_weights: bool | None = None, get_attention: bool = False):
         who = "GATConv"
-        check_graph(g, who)
+        call, g, x_src, x_dst, edge_attr = attention_inputs(self, who, g, x, size, edge_attr)
+        attention = wants_attention(self, who, return_attention_weights, get_attention)
         heads, channels = self.heads, self.out_channels
-        x_src, x_dst = split_pair(g, x)
-        check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
-        check_width(x_dst, self._widths[1], who, "x (destination features)")
-        edge_attr = checked_edge_attr(self, g, edge_attr, who)
 
-        h_src, h_dst = self._project(g, x, x_src, x_dst)
+        h_src, h_dst = self._project(g, call.x, x_src, x_dst)
         h_src = h_src.view(-1, heads, channels)
         el = (h_src * self.att_src).sum(-1)
         if h_dst is not None:
@@ -216,14 +250,13 @@ class GATConv(torch.nn.Module):
         if self.training and self.dropout > 0.0:
             mask = attention_dropout_mask(graph.num_edges, heads, self.dropout, h_src)
 
-        if return_attention_weights:
+        alpha = None
+        if attention:
             out, alpha = self._attend_unfused(graph, h_src, el, er, edge_scores, mask)
         else:
             out = ops.gat_attention(graph, h_src, el, er, self.negative_slope, edge_scores=edge_scores, edge_mask=mask)
         out = merge_heads(self, out, x_dst)
-        if return_attention_weights:
-            return out, (graph.edge_index, alpha)
-        return out
+        return attention_output(self, call, out, graph, alpha, return_attention_weights, get_attention)
 
     # ------------------------------------------------------------------ pieces
     def _project(self, g: Graph, x, x_src: Tensor, x_dst: Tensor | None) -> tuple[Tensor, Tensor | None]:

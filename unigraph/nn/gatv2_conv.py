@@ -1,6 +1,8 @@
 """GATv2Conv: dynamic graph attention (Brody et al.)."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -8,10 +10,11 @@ from torch.nn import Linear, Parameter
 
 from unigraph import ops
 from unigraph.graph import Graph
-from unigraph.message_passing.inputs import check_graph, split_pair
-from unigraph.nn.checks import check_positive, check_width, glorot_
+from unigraph.nn.checks import check_positive, glorot_
 from unigraph.nn.gat_conv import (
-    attention_dropout_mask, attention_graph, checked_edge_attr, merge_heads, set_attention_settings)
+    attention_dropout_mask, attention_graph, attention_inputs, attention_output, merge_heads,
+    set_attention_settings, wants_attention)
+from unigraph.nn.lazy import make_linear
 from unigraph.nn.projection import linear
 
 
@@ -73,14 +76,17 @@ class GATv2Conv(torch.nn.Module):
             raise ValueError(f"{who} share_weights needs equal source and destination widths, got {in_channels}")
         self.share_weights = share_weights
         width = heads * out_channels
-        self.lin_l = Linear(self._widths[0], width, bias=bias)
-        self.lin_r = self.lin_l if share_weights else Linear(self._widths[1], width, bias=bias)
+        self.lin_l = make_linear(self._widths[0], width, bias=bias)
+        self.lin_r = self.lin_l if share_weights else make_linear(self._widths[1], width, bias=bias)
         self.att = Parameter(torch.empty(1, heads, out_channels))
         self.lin_edge = Linear(check_positive(edge_dim, "edge_dim", who), width, bias=False) if edge_dim is not None else None
         total = width if concat else out_channels
-        self.res = Linear(self._widths[1], total, bias=False) if residual else None
+        self.res = make_linear(self._widths[1], total, bias=False) if residual else None
         self.bias = Parameter(torch.empty(total)) if bias else None
         self.reset_parameters()
+
+    def _lazy_linears(self) -> tuple[tuple, tuple]:
+        return (self.lin_l,), (self.lin_r, self.res)
 
     def reset_parameters(self) -> None:
         for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
@@ -92,20 +98,19 @@ class GATv2Conv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor], edge_attr: Tensor | None = None,
-                return_attention_weights: bool = False):
+    def forward(self, g: Graph | Any, x: Any, edge_attr: Tensor | None = None,
+                return_attention_weights: bool | None = None, size: Any = None, get_attention: bool = False):
         who = "GATv2Conv"
-        check_graph(g, who)
-        heads, channels = self.heads, self.out_channels
-        x_src, x_dst = split_pair(g, x)
+        if isinstance(x, (tuple, list)) and len(x) == 2 and x[1] is None:
+            raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
+        call, g, x_src, x_dst, edge_attr = attention_inputs(self, who, g, x, size, edge_attr)
         if x_dst is None:
             raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
-        check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
-        check_width(x_dst, self._widths[1], who, "x (destination features)")
-        edge_attr = checked_edge_attr(self, g, edge_attr, who)
+        wants_attention(self, who, return_attention_weights, get_attention)
+        heads, channels = self.heads, self.out_channels
 
         x_l = linear(x_src, self.lin_l.weight, self.lin_l.bias).view(-1, heads, channels)
-        if self.share_weights and not isinstance(x, (tuple, list)):
+        if self.share_weights and not isinstance(call.x, (tuple, list)):
             x_r = x_l[: g.num_dst_nodes] if g.is_bipartite else x_l
         else:
             x_r = linear(x_dst, self.lin_r.weight, self.lin_r.bias).view(-1, heads, channels)
@@ -120,9 +125,7 @@ class GATv2Conv(torch.nn.Module):
             alpha = alpha * attention_dropout_mask(graph.num_edges, heads, self.dropout, alpha)
         out = ops.gspmm(graph, "u_mul_e", "sum", x_l, alpha.unsqueeze(-1))
         out = merge_heads(self, out, x_dst)
-        if return_attention_weights:
-            return out, (graph.edge_index, alpha)
-        return out
+        return attention_output(self, call, out, graph, alpha, return_attention_weights, get_attention)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

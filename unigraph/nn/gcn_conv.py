@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -10,7 +11,9 @@ from torch.nn import Linear, Parameter
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_graph, check_rows
+from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
+from unigraph.nn.lazy import LAZY, make_linear, materialize
 from unigraph.nn.projection import is_sparse, linear
 from unigraph.self_loops import with_self_loops
 
@@ -40,7 +43,7 @@ class GCNConv(MessagePassing):
     The message is ``edge_weight.view(-1, 1) * x_j``; ``propagate`` compiles it to one g-SpMM.
 
     Args:
-        in_channels (int): size of each input sample.
+        in_channels (int): size of each input sample, or ``-1`` to infer it on the first call.
         out_channels (int): size of each output sample.
         improved (bool, optional): self-loop weight 2 instead of 1 (also without edge weights;
             PyG 2.8 applies it only when edge weights are given). (default: ``False``)
@@ -53,7 +56,8 @@ class GCNConv(MessagePassing):
         bias (bool, optional): learn an additive bias. (default: ``True``)
 
     Shapes:
-        - **input:** graph ``g`` with :math:`|\mathcal{V}|` nodes (or a block), node features
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`; a
+          sparse adjacency's values are the edge weights), graph ``g`` with :math:`|\mathcal{V}|` nodes (or a block), node features
           :math:`(|\mathcal{V}|, F_{in})` (dense, or sparse CSR/COO), edge weights
           :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})` (:math:`|\mathcal{V}_{dst}|`
@@ -63,11 +67,13 @@ class GCNConv(MessagePassing):
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
                  add_self_loops: bool = True, normalize: bool = True, bias: bool = True):
         super().__init__(aggr="sum")
-        self.in_channels = check_positive(in_channels, "in_channels", "GCNConv")
+        self.in_channels = in_channels if in_channels == LAZY else check_positive(in_channels, "in_channels", "GCNConv")
+        self._widths = (in_channels, in_channels)
+        self._lazy = in_channels == LAZY
         self.out_channels = check_positive(out_channels, "out_channels", "GCNConv")
         self.improved, self.cached = improved, cached
         self.add_self_loops, self.normalize = add_self_loops, normalize
-        self.lin = Linear(in_channels, out_channels, bias=False)
+        self.lin = make_linear(in_channels, out_channels, bias=False)
         self.bias = Parameter(torch.empty(out_channels)) if bias else None
         self._cached_norm: tuple | None = None  # (weakref to graph, looped graph, weights)
         self.reset_parameters()
@@ -78,18 +84,22 @@ class GCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self._cached_norm = None
 
-    def forward(self, g: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        check_graph(g, "GCNConv")
-        if isinstance(x, (tuple, list)):
+    def forward(self, g: Graph | Tensor, x: Tensor | Any, edge_weight: Tensor | None = None) -> Tensor:
+        if isinstance(x, (tuple, list)) or isinstance(g, (tuple, list)):
             raise ValueError("GCNConv takes one feature tensor, not a (source, destination) pair: for a block "
                              "pass the source features (its first num_dst_nodes rows are the destinations)")
+        call = resolve("GCNConv", g, x, edge_weight=edge_weight)
+        g, x, edge_weight = call.graph, call.x, call.edge_weight
+        check_graph(g, "GCNConv")
         check_rows(x, g.num_src_nodes, "x", "source nodes" if g.is_bipartite else "nodes")
-        check_width(x, self.in_channels, "GCNConv")
+        if self._lazy:
+            materialize(self, x, None, (self.lin,), ())
+        check_width(x, self._widths[0], "GCNConv")
         edge_weight = edge_input(g, edge_weight, "GCNConv", "edge_weight", vector=True)
         # A (X W) = (A X) W: aggregate at the narrower of the two widths (as DGL's GraphConv),
         # which moves fewer bytes through the g-SpMM, the layer's most expensive step. Not under
         # autocast, where the projection's output dtype (not x's) sets the aggregation's.
-        aggregate_first = (self.in_channels < self.out_channels and not is_sparse(x)
+        aggregate_first = (self._widths[0] < self.out_channels and not is_sparse(x)
                            and not torch.is_autocast_enabled(x.device.type))
         h = x if aggregate_first else linear(x, self.lin.weight)
         if self.normalize:

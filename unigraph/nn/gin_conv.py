@@ -1,13 +1,14 @@
 """GINConv: the graph isomorphism network operator."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
+from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import node_inputs, reset_module
 from unigraph.nn.projection import dense
 
@@ -35,7 +36,7 @@ class GINConv(MessagePassing):
         train_eps (bool, optional): learn :math:`\epsilon`. (default: ``False``)
 
     Shapes:
-        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{in}), (|\mathcal{V}_t|, F_{in}))` for a block
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
@@ -57,8 +58,9 @@ class GINConv(MessagePassing):
         with torch.no_grad():
             self.eps.fill_(self.initial_eps)
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor | None]) -> Tensor:
-        g, x_src, x_dst = node_inputs(g, x, "GINConv")
+    def forward(self, g: Graph | Any, x: Any, size: Any = None) -> Tensor:
+        call = resolve("GINConv", g, x, size=size)
+        g, x_src, x_dst = node_inputs(call.graph, call.x, "GINConv")
         if x_dst is not None and x_src.shape[1:] != x_dst.shape[1:]:
             raise ValueError(f"GINConv needs source and destination features of one width, got "
                              f"{list(x_src.shape[1:])} and {list(x_dst.shape[1:])}")

@@ -1,12 +1,15 @@
 """GraphConv: the higher-order GNN operator of Morris et al."""
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor
-from torch.nn import Linear
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
+from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, edge_input, node_inputs
+from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
 
 
@@ -29,13 +32,15 @@ class GraphConv(MessagePassing):
     mean :math:`\mathbf{W}_2` is applied before the aggregation when that narrows the features.
 
     Args:
-        in_channels (int or tuple): size of each input sample, or (source, destination) sizes.
+        in_channels (int or tuple): size of each input sample, or (source, destination) sizes;
+            ``-1`` infers it on the first call.
         out_channels (int): size of each output sample.
         aggr (str, optional): ``"sum"`` (``"add"``), ``"mean"``, ``"max"`` or ``"min"``. (default: ``"add"``)
         bias (bool, optional): learn an additive bias. (default: ``True``)
 
     Shapes:
-        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` with ``size`` (see
+          :mod:`unigraph.nn.call_forms`; a sparse adjacency's values are the edge weights); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, edge weights
           :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
@@ -44,18 +49,21 @@ class GraphConv(MessagePassing):
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str = "add", bias: bool = True):
         super().__init__(aggr=aggr)
         self.in_channels = in_channels
-        self._widths = channels_pair(in_channels, "GraphConv")
+        self._widths = channels_pair(in_channels, "GraphConv", lazy=True)
+        self._lazy = LAZY in self._widths
         self.out_channels = check_positive(out_channels, "out_channels", "GraphConv")
-        self.lin_rel = Linear(self._widths[0], out_channels, bias=bias)
-        self.lin_root = Linear(self._widths[1], out_channels, bias=False)
+        self.lin_rel = make_linear(self._widths[0], out_channels, bias=bias)
+        self.lin_root = make_linear(self._widths[1], out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         self.lin_rel.reset_parameters()
         self.lin_root.reset_parameters()
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor | None], edge_weight: Tensor | None = None) -> Tensor:
-        g, x_src, x_dst = node_inputs(g, x, "GraphConv", self._widths)
+    def forward(self, g: Graph | Any, x: Any, edge_weight: Tensor | None = None, size: Any = None) -> Tensor:
+        call = resolve("GraphConv", g, x, size=size, edge_weight=edge_weight)
+        g, x, edge_weight = call.graph, call.x, call.edge_weight
+        g, x_src, x_dst = node_inputs(g, x, "GraphConv", layer=self)
         edge_weight = edge_input(g, edge_weight, "GraphConv", "edge_weight", vector=True)
         if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
             out = self.propagate(g, x=linear(x_src, self.lin_rel.weight), edge_weight=edge_weight)
@@ -66,6 +74,9 @@ class GraphConv(MessagePassing):
         if x_dst is not None:
             out = out + linear(x_dst, self.lin_root.weight)
         return out
+
+    def _lazy_linears(self) -> tuple[tuple, tuple]:
+        return (self.lin_rel,), (self.lin_root,)
 
     def message(self, x_j: Tensor, edge_weight: Tensor | None) -> Tensor:
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j

@@ -1,7 +1,7 @@
 """MRConv: the max-relative graph convolution of DeepGCNs, used by Vision GNN."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -9,6 +9,7 @@ from torch.nn import Linear
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
+from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import check_positive, node_inputs, reset_module
 from unigraph.nn.projection import dense
 
@@ -39,7 +40,7 @@ class MRConv(MessagePassing):
         bias (bool, optional): bias of the default ``Linear``. (default: ``True``)
 
     Shapes:
-        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{in}), (|\mathcal{V}_t|, F_{in}))`
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
@@ -56,8 +57,9 @@ class MRConv(MessagePassing):
     def reset_parameters(self) -> None:
         reset_module(self.nn)
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor]) -> Tensor:
-        g, x_src, x_dst = node_inputs(g, x, "MRConv", (self.in_channels, self.in_channels))
+    def forward(self, g: Graph | Any, x: Any) -> Tensor:
+        call = resolve("MRConv", g, x)
+        g, x_src, x_dst = node_inputs(call.graph, call.x, "MRConv", (self.in_channels, self.in_channels))
         if x_dst is None:
             raise ValueError("MRConv needs destination features: pass (x_src, x_dst) with x_dst a tensor")
         x_src, x_dst = dense(x_src), dense(x_dst)

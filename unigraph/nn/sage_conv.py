@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 import torch.nn.functional as F
+from typing import Any
+
+import torch
 from torch import Tensor
 from torch.nn import Linear
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
+from unigraph import ops
+from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, node_inputs
+from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
+
+SIMPLE_AGGREGATORS = ("mean", "sum", "add", "max", "min")
+DGL_AGGREGATORS = ("pool", "gcn", "lstm")
 
 
 class SAGEConv(MessagePassing):
@@ -25,7 +34,23 @@ class SAGEConv(MessagePassing):
         \mathbf{x}^{\prime}_i = \mathbf{W}_2 \mathbf{x}_i + \mathbf{W}_1 \cdot
         \bigoplus_{j \in \mathcal{N}(i)} \mathbf{x}_j + \mathbf{b}
 
-    with :math:`\bigoplus` the mean, sum, max or min. With ``project=True`` the neighbours are first
+    with :math:`\bigoplus` the mean, sum, max or min, or a list of them (PyG's multi-aggregation:
+    each aggregation of the neighbours, concatenated in list order, so :math:`\mathbf{W}_1` has
+    ``len(aggr) * in_channels`` inputs).
+
+    DGL's aggregators:
+
+    - ``"pool"``: :math:`\max_j \mathrm{ReLU}(\mathbf{W}_3 \mathbf{x}_j + \mathbf{b}_3)`, the same
+      as ``aggr="max", project=True``.
+    - ``"gcn"``: :math:`\mathbf{x}^{\prime}_i = \mathbf{W}_1 \frac{\mathbf{x}_i + \sum_{j \in
+      \mathcal{N}(i)} \mathbf{x}_j}{d_i + 1} + \mathbf{b}` (no root weight: ``root_weight`` is
+      ignored), :math:`d_i` the in-degree.
+    - ``"lstm"``: an LSTM (``in_channels`` wide, zero initial state) reads each node's in-neighbours'
+      features in edge order (the order the edges have in the graph, i.e. in ``edge_index``'s
+      columns); its last hidden state is the aggregation (0 for a node without in-edges). Nodes are
+      batched by in-degree, as DGL does. DGL orders a node's messages the same way; PyG's
+      ``LSTMAggregation`` instead pads every node to the largest degree and reads the state after
+      the padding, so it differs from this (and DGL) for nodes below the largest degree. With ``project=True`` the neighbours are first
     projected, :math:`\mathbf{x}_j \leftarrow \mathrm{ReLU}(\mathbf{W}_3 \mathbf{x}_j + \mathbf{b}_3)`;
     ``aggr="max", project=True`` is the paper's max-pooling aggregator. With ``normalize=True`` the
     output is :math:`\ell_2`-normalized, :math:`\mathbf{x}^{\prime}_i / \| \mathbf{x}^{\prime}_i \|_2`.
@@ -35,9 +60,12 @@ class SAGEConv(MessagePassing):
     function; DGL does the same).
 
     Args:
-        in_channels (int or tuple): size of each input sample, or (source, destination) sizes.
+        in_channels (int or tuple): size of each input sample, or (source, destination) sizes;
+            ``-1`` infers it on the first call (not with ``project``, ``"pool"`` or ``"lstm"``, whose
+            inner width is the input width).
         out_channels (int): size of each output sample.
-        aggr (str, optional): ``"mean"``, ``"sum"`` (``"add"``), ``"max"`` or ``"min"``. (default: ``"mean"``)
+        aggr (str or list, optional): ``"mean"``, ``"sum"`` (``"add"``), ``"max"``, ``"min"``, a list
+            of those, or DGL's ``"pool"``, ``"gcn"``, ``"lstm"``. (default: ``"mean"``)
         normalize (bool, optional): :math:`\ell_2`-normalize the output. (default: ``False``)
         root_weight (bool, optional): add the transformed destination features
             :math:`\mathbf{W}_2 \mathbf{x}_i`. (default: ``True``)
@@ -45,37 +73,66 @@ class SAGEConv(MessagePassing):
         bias (bool, optional): learn an additive bias. (default: ``True``)
 
     Shapes:
-        - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` with ``size``
+          (:mod:`unigraph.nn.call_forms`); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_{src}|, F_{s}), (|\mathcal{V}_{dst}|, F_{t}))` for a block
         - **output:** node features :math:`(|\mathcal{V}_{dst}|, F_{out})`
     """
 
-    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str = "mean",
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str | list[str] = "mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True):
-        super().__init__(aggr=aggr)
+        who = "SAGEConv"
+        self.aggregators = _check_aggregators(aggr, who)
+        kind = self.aggregators[0]
+        # propagate's reduce: pool is max over projected neighbours, gcn a sum divided afterwards
+        super().__init__(aggr={"pool": "max", "gcn": "sum", "lstm": "sum"}.get(kind, kind))
         self.in_channels = in_channels
-        self.out_channels = check_positive(out_channels, "out_channels", "SAGEConv")
-        self._widths = channels_pair(in_channels, "SAGEConv")
-        self.normalize, self.root_weight, self.project = normalize, root_weight, project
+        self.out_channels = check_positive(out_channels, "out_channels", who)
+        self._widths = channels_pair(in_channels, who, lazy=True)
+        self._lazy = LAZY in self._widths
+        project = project or kind == "pool"
+        if self._widths[0] == LAZY and (project or kind == "lstm"):
+            raise ValueError(f"{who} cannot infer in_channels (-1) with project=True or aggr='pool'/'lstm': their "
+                             "inner layers are as wide as the input; give in_channels")
+        self.normalize, self.project = normalize, project
+        self.root_weight = root_weight and kind != "gcn"
         if project:
             self.lin = Linear(self._widths[0], self._widths[0], bias=True)
-        self.lin_l = Linear(self._widths[0], out_channels, bias=bias)
-        if root_weight:
-            self.lin_r = Linear(self._widths[1], out_channels, bias=False)
+        self.lstm = torch.nn.LSTM(self._widths[0], self._widths[0], batch_first=True) if kind == "lstm" else None
+        aggregated = len(self.aggregators) * self._widths[0] if self._widths[0] != LAZY else LAZY
+        self.lin_l = make_linear(aggregated, out_channels, bias=bias)
+        if self.root_weight:
+            self.lin_r = make_linear(self._widths[1], out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         if self.project:
             self.lin.reset_parameters()
+        if self.lstm is not None:
+            self.lstm.reset_parameters()
         self.lin_l.reset_parameters()
         if self.root_weight:
             self.lin_r.reset_parameters()
 
-    def forward(self, g: Graph, x: Tensor | tuple[Tensor, Tensor | None]) -> Tensor:
-        g, x_src, x_dst = node_inputs(g, x, "SAGEConv", self._widths)
+    def _lazy_linears(self) -> tuple[tuple, tuple]:
+        # lin_l reads len(aggr) aggregations of the input, concatenated
+        return ((self.lin_l, len(self.aggregators)),), (self.lin_r if self.root_weight else None,)
+
+    def forward(self, g: Graph | Any, x: Any, size: Any = None) -> Tensor:
+        who = "SAGEConv"
+        call = resolve(who, g, x, size=size)
+        g, x_src, x_dst = node_inputs(call.graph, call.x, who, layer=self)
         if self.project:
             x_src = F.relu(linear(x_src, self.lin.weight, self.lin.bias))
-        if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
+        kind = self.aggregators[0]
+        if kind == "lstm":
+            out = self.lin_l(self._lstm_aggregate(g, dense(x_src)))
+        elif kind == "gcn":
+            out = self._gcn(g, x_src, x_dst)
+        elif len(self.aggregators) > 1:
+            h = dense(x_src)
+            out = self.lin_l(torch.cat([ops.gspmm(g, "copy_u", reduce, u=h) for reduce in self._reduces()], dim=-1))
+        elif self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
             out = self.propagate(g, x=linear(x_src, self.lin_l.weight))
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
@@ -87,5 +144,53 @@ class SAGEConv(MessagePassing):
             out = F.normalize(out, p=2.0, dim=-1)
         return out
 
+    # ------------------------------------------------------------------ aggregators
+    def _reduces(self) -> list[str]:
+        return ["sum" if name == "add" else name for name in self.aggregators]
+
+    def _gcn(self, g: Graph, x_src: Tensor, x_dst: Tensor | None) -> Tensor:
+        """DGL's gcn aggregator, projected first when that narrows the features (a linear map
+        commutes with the sum and the division)."""
+        if x_dst is None:
+            raise ValueError("SAGEConv(aggr='gcn') averages each node with its neighbours: pass destination features")
+        narrow = self._widths[0] > self.out_channels
+        h_src = linear(x_src, self.lin_l.weight) if narrow else dense(x_src)
+        h_dst = linear(x_dst, self.lin_l.weight) if narrow else dense(x_dst)
+        total = self.propagate(g, x=h_src) + h_dst
+        out = total / (g.in_degrees().to(total.dtype) + 1).unsqueeze(-1)
+        if not narrow:
+            return self.lin_l(out)
+        return out + self.lin_l.bias if self.lin_l.bias is not None else out
+
+    def _lstm_aggregate(self, g: Graph, x: Tensor) -> Tensor:
+        """The LSTM's last hidden state over each node's in-neighbours in edge order, nodes batched
+        by in-degree (one LSTM call per distinct degree)."""
+        order = torch.argsort(g.dst, stable=True)  # edges grouped by destination, in edge order within
+        sources = g.src.index_select(0, order)
+        degree = torch.bincount(g.dst, minlength=g.num_dst_nodes)
+        starts = torch.cumsum(degree, 0) - degree
+        out = x.new_zeros((g.num_dst_nodes, self.lstm.hidden_size))
+        for d in torch.unique(degree[degree > 0]).tolist():
+            nodes = (degree == d).nonzero().flatten()
+            edges = starts.index_select(0, nodes).unsqueeze(1) + torch.arange(d, device=x.device)
+            _, (hidden, _) = self.lstm(x.index_select(0, sources[edges].flatten()).view(nodes.numel(), d, -1))
+            out = out.index_copy(0, nodes, hidden[-1])
+        return out
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+        aggr = self.aggregators[0] if len(self.aggregators) == 1 else list(self.aggregators)
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={aggr})"
+
+
+def _check_aggregators(aggr: Any, who: str) -> tuple[str, ...]:
+    names = tuple(aggr) if isinstance(aggr, (list, tuple)) else (aggr,)
+    if not names:
+        raise ValueError(f"{who} aggr must name at least one aggregation, got {aggr!r}")
+    for name in names:
+        if not isinstance(name, str) or name not in SIMPLE_AGGREGATORS + DGL_AGGREGATORS:
+            raise ValueError(f"{who} aggr must be one of {', '.join(SIMPLE_AGGREGATORS + DGL_AGGREGATORS)} or a "
+                             f"list of {', '.join(SIMPLE_AGGREGATORS)}; got {name!r}")
+    if len(names) > 1 and any(name in DGL_AGGREGATORS for name in names):
+        raise ValueError(f"{who}: DGL's aggregators {', '.join(DGL_AGGREGATORS)} cannot be combined in a list; "
+                         f"got {list(names)}")
+    return names

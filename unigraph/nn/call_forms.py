@@ -1,0 +1,303 @@
+"""The calling conventions every layer accepts, normalized in one place.
+
+A layer's ``forward(a, b, ...)`` takes either
+
+- **the graph form** ``conv(g, x)``: ``g`` a :class:`unigraph.Graph`, a DGL graph or block
+  (homogeneous), or a PyG ``Data``/``Batch`` (its ``edge_index`` and ``num_nodes``); or
+- **PyG's form** ``conv(x, edge_index)``: ``edge_index`` a ``[2, E]`` integer tensor (row 0 the
+  sources, row 1 the destinations), a torch-sparse ``SparseTensor`` or a torch sparse adjacency
+  (COO/CSR/CSC). Both sparse kinds follow PyG's ``adj_t`` convention: entry ``[dst, src]`` is the
+  edge ``src -> dst``, of shape ``[num_dst, num_src]``; its values are the edge weights of layers
+  that take ``edge_weight`` and are ignored by the others, as in PyG. ``size=(num_src, num_dst)``
+  sets the node counts; otherwise they come from ``x`` (``x.size(0)``, or the rows of a
+  ``(x_src, x_dst)`` pair, which makes the graph bipartite).
+
+:func:`resolve` turns either into a :class:`Call` holding a ``Graph``; the layers never see the
+other forms. Converted graphs are cached per adjacency object, keyed on its identity *and* its
+in-place version counter (``tensor._version``; for a ``SparseTensor`` those of its index and value
+tensors; for a DGL graph its structure object, which DGL replaces when edges are added or
+removed), so a full-batch loop converts once and a tensor changed in place is converted again.
+The cache holds weak references to the adjacency and at most ``CACHE_SIZE`` graphs, so it keeps
+nothing alive. Inference-mode tensors have no version counter: they are converted on every call.
+The same ``Graph`` object comes back on a hit, so everything cached on it (formats, self-loops,
+GCN's normalization) is reused too.
+
+Everything that is not one of these forms is refused with a ``TypeError``/``ValueError`` naming the
+accepted forms, before any kernel runs.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import weakref
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from unigraph.graph import Graph
+
+FORMS = ("conv(g, x) with g a unigraph.Graph, a DGL graph or a PyG Data/Batch; "
+         "conv(x, edge_index) with edge_index a [2, E] integer tensor, a torch_sparse.SparseTensor "
+         "or a torch sparse adjacency adj_t[dst, src]")
+CACHE_SIZE = 32
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One layer call in the graph form: the graph, the node features, the edge weights (given, or
+    the sparse adjacency's values), and how the caller passed the graph (to answer in kind)."""
+    graph: Graph
+    x: Any
+    edge_weight: Tensor | None
+    form: str          # "graph", "edge_index", "sparse_tensor" or "torch_sparse"
+    adjacency: Any     # what the caller passed as the graph
+
+    def attention_result(self, out: Tensor, graph: Graph, alpha: Tensor):
+        """``out`` with the attention weights, in PyG's return form for the caller's form:
+        ``(out, (edge_index, alpha))`` for a Graph/DGL/PyG object or an edge_index tensor,
+        ``(out, adj)`` with ``alpha`` as the values of a ``SparseTensor`` input, and
+        ``(out, (adj, alpha))`` for a torch sparse adjacency (``alpha`` in ``adj``'s order).
+        ``graph`` is the graph the attention ran on (with its self-loops)."""
+        if self.form == "sparse_tensor":
+            from torch_sparse import SparseTensor
+            return out, SparseTensor(row=graph.dst, col=graph.src, value=alpha,
+                                     sparse_sizes=(graph.num_dst_nodes, graph.num_src_nodes))
+        if self.form == "torch_sparse":
+            # the edges are unique (an adjacency cannot hold multi-edges), so coalescing only sorts
+            adj = torch.sparse_coo_tensor(torch.stack([graph.dst, graph.src]), alpha,
+                                          (graph.num_dst_nodes, graph.num_src_nodes) + tuple(alpha.shape[1:]))
+            adj = adj.coalesce()
+            return out, (adj, adj.values())
+        return out, (graph.edge_index, alpha)
+
+
+def resolve(who: str, first: Any, second: Any, *, size: Any = None, edge_weight: Tensor | None = None,
+            edge_attr: Tensor | None = None) -> Call:
+    """The :class:`Call` for ``layer(first, second, ..., size=size, edge_weight=edge_weight)``;
+    ``edge_attr`` is only checked (a sparse adjacency has no edge order for it)."""
+    if _is_graph_object(first):
+        if size is not None:
+            raise ValueError(f"{who}: size={size!r} belongs to the conv(x, edge_index) form; a graph object "
+                             "carries its own node counts")
+        if _is_sparse_tensor(second):  # (a torch sparse tensor here is sparse node features)
+            raise TypeError(f"{who} got a graph and then an adjacency ({_describe(second)}); accepted forms: {FORMS}")
+        return Call(_graph_of(who, first), second, edge_weight, "graph", first)
+    if _is_adjacency(second):
+        _check_features(who, first)
+        graph, weights, form = _from_adjacency(who, first, second, size)
+        if edge_attr is not None and form != "edge_index":
+            raise ValueError(f"{who} got edge_attr with a sparse adjacency, whose edges have no order the rows of "
+                             "edge_attr could follow; pass edge_index as a [2, E] tensor (rows in its column order)")
+        if weights is not None and edge_weight is not None:
+            raise ValueError(f"{who} got edge weights twice: as edge_weight and as the values of the sparse "
+                             "adjacency; pass one")
+        return Call(graph, first, edge_weight if edge_weight is not None else weights, form, second)
+    raise TypeError(f"{who} cannot read its arguments ({_describe(first)}, {_describe(second)}){_hint(first, second)}; "
+                    f"accepted forms: {FORMS}")
+
+
+# ---------------------------------------------------------------------- recognizing the forms
+def _is_dgl_graph(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "dgl" and hasattr(obj, "num_src_nodes")
+
+
+def _is_pyg_data(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "torch_geometric" and hasattr(obj, "edge_index")
+
+
+def _is_graph_object(obj: Any) -> bool:
+    return isinstance(obj, Graph) or _is_dgl_graph(obj) or _is_pyg_data(obj)
+
+
+def _is_sparse_tensor(obj: Any) -> bool:
+    return type(obj).__name__ == "SparseTensor" and type(obj).__module__.split(".")[0] == "torch_sparse"
+
+
+def _is_adjacency(obj: Any) -> bool:
+    if _is_sparse_tensor(obj):
+        return True
+    return isinstance(obj, Tensor) and (obj.layout in _SPARSE_LAYOUTS or (obj.dim() == 2 and obj.shape[0] == 2
+                                                                          and not obj.is_floating_point()))
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, Tensor):
+        layout = "" if obj.layout == torch.strided else f", {obj.layout}"
+        return f"Tensor of shape {list(obj.shape)}, {obj.dtype}{layout}"
+    if isinstance(obj, (tuple, list)):
+        return f"{type(obj).__name__} of ({', '.join(_describe(item) for item in obj)})"
+    return type(obj).__name__
+
+
+def _hint(first: Any, second: Any) -> str:
+    """Why the arguments were refused, where a likely mistake can be named."""
+    if _is_adjacency(first) or _is_graph_object(second):
+        return ": the graph and the features look swapped"
+    if isinstance(second, Tensor) and second.layout == torch.strided:
+        if second.is_floating_point() and second.dim() == 2 and second.shape[0] == 2:
+            return f": edge_index must be an integer tensor, got {second.dtype}"
+        if not second.is_floating_point():
+            hint = " (it looks transposed: pass edge_index.t())" if second.dim() == 2 and second.shape[1] == 2 else ""
+            return f": edge_index must have shape [2, E], got {list(second.shape)}{hint}"
+    return ""
+
+
+def _check_features(who: str, x: Any) -> None:
+    items = x if isinstance(x, (tuple, list)) else (x,)
+    if isinstance(x, (tuple, list)) and len(x) != 2:
+        raise ValueError(f"{who}: x must be one tensor or a (source, destination) pair, got a sequence of {len(x)}")
+    for i, item in enumerate(items):
+        if item is None and i == 1:
+            continue
+        if not isinstance(item, Tensor):
+            raise TypeError(f"{who}: node features must be tensors, got {_describe(x)}; accepted forms: {FORMS}")
+
+
+# ---------------------------------------------------------------------- the cache
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+
+
+def _cached(obj: Any, stamp: Any, key: tuple, build) -> Any:
+    """``build()`` cached under ``(id(obj),) + key`` while ``obj`` is alive and its ``stamp`` (version
+    counters) is unchanged; ``stamp`` None means it cannot be tracked: no caching."""
+    if stamp is None:
+        return build()
+    full_key = (id(obj),) + key
+    entry = _CACHE.get(full_key)
+    if entry is not None and entry[0]() is obj and entry[1] == stamp:
+        _CACHE.move_to_end(full_key)
+        return entry[2]
+    value = build()
+    # the weak reference's callback drops the entry as soon as obj dies (so a reused id cannot hit)
+    ref = weakref.ref(obj, lambda _, k=full_key: _CACHE.pop(k, None))
+    _CACHE[full_key] = (ref, stamp, value)
+    _CACHE.move_to_end(full_key)
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return value
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def _version(tensor: Tensor | None) -> int | None:
+    if tensor is None:
+        return -1
+    if tensor.is_inference():
+        return None
+    return tensor._version
+
+
+# ---------------------------------------------------------------------- conversions
+def _graph_of(who: str, obj: Any) -> Graph:
+    if isinstance(obj, Graph):
+        return obj
+    if _is_dgl_graph(obj):
+        # DGL replaces its structure object (g._graph) when edges are added or removed
+        structure = getattr(obj, "_graph", None)  # held in the stamp: compared by identity, id never reused
+        stamp = (structure, obj.num_src_nodes(), obj.num_dst_nodes(), obj.num_edges())
+        return _cached(obj, stamp if structure is not None else None, ("dgl",), lambda: _structure_of_dgl(obj))
+    edge_index, num_nodes = obj.edge_index, obj.num_nodes
+    if edge_index is None:
+        raise ValueError(f"{who} got a {type(obj).__name__} without edge_index")
+    return _edge_index_graph(who, edge_index, (num_nodes, num_nodes), False)
+
+
+def _structure_of_dgl(dgl_graph: Any) -> Graph:
+    src, dst = dgl_graph.edges(order="eid")
+    edge_index = torch.stack([src, dst]).to(torch.int64)
+    if dgl_graph.is_block:
+        return Graph(edge_index, num_src_nodes=dgl_graph.num_src_nodes(), num_dst_nodes=dgl_graph.num_dst_nodes())
+    if len(dgl_graph.canonical_etypes) != 1:
+        raise ValueError(f"a layer takes a DGL graph with one edge type, got {dgl_graph.canonical_etypes}; use "
+                         "unigraph.HeteroGraph.from_dgl and a heterogeneous layer")
+    return Graph(edge_index, num_nodes=dgl_graph.num_nodes())
+
+
+def _node_counts(who: str, x: Any, size: Any) -> tuple[tuple[int, int], bool]:
+    """``((num_src, num_dst), bipartite)`` from ``size`` or the features, as PyG infers them."""
+    pair = isinstance(x, (tuple, list))
+    if size is not None:
+        if (not isinstance(size, (tuple, list)) or len(size) != 2
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in size)):
+            raise ValueError(f"{who}: size must be a pair (num_src_nodes, num_dst_nodes) of ints >= 0, got {size!r}")
+        return (size[0], size[1]), pair or size[0] != size[1]
+    if pair:
+        x_src, x_dst = x
+        return (x_src.shape[0], x_dst.shape[0] if x_dst is not None else x_src.shape[0]), True
+    if x.dim() == 0:
+        raise ValueError(f"{who}: node features must have one row per node, got a scalar")
+    return (x.shape[0], x.shape[0]), False
+
+
+def _from_adjacency(who: str, x: Any, adj: Any, size: Any) -> tuple[Graph, Tensor | None, str]:
+    if _is_sparse_tensor(adj):
+        return _from_sparse_tensor(who, x, adj, size)
+    if adj.layout in _SPARSE_LAYOUTS:
+        return _from_torch_sparse(who, x, adj, size)
+    counts, bipartite = _node_counts(who, x, size)
+    return _edge_index_graph(who, adj, counts, bipartite), None, "edge_index"
+
+
+def _edge_index_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
+    return _cached(edge_index, _version(edge_index), ("edge_index", counts, bipartite),
+                   lambda: _new_graph(who, edge_index, counts, bipartite))
+
+
+def _new_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
+    try:
+        if bipartite:
+            return Graph(edge_index, num_src_nodes=counts[0], num_dst_nodes=counts[1])
+        return Graph(edge_index, num_nodes=counts[0])
+    except (TypeError, ValueError) as err:  # the Graph names the problem; say who was called
+        raise type(err)(f"{who}: {err}") from None
+
+
+def _adjacency_counts(who: str, x: Any, shape: tuple[int, int], size: Any) -> tuple[tuple[int, int], bool]:
+    num_dst, num_src = shape
+    if size is not None and tuple(size) != (num_src, num_dst):
+        raise ValueError(f"{who}: size={tuple(size)} contradicts the sparse adjacency adj_t of shape "
+                         f"[{num_dst}, {num_src}] (= [num_dst_nodes, num_src_nodes])")
+    return (num_src, num_dst), isinstance(x, (tuple, list)) or num_src != num_dst
+
+
+def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any) -> tuple[Graph, Tensor | None, str]:
+    counts, bipartite = _adjacency_counts(who, x, tuple(adj.sizes()), size)
+    storage = adj.storage
+    value = storage.value()
+    stamp = tuple(_version(t) for t in (storage.rowptr(), storage.col(), value))
+    if None in stamp or (value is not None and value.requires_grad):  # weights with a history: fresh each call
+        stamp = None
+
+    def build() -> tuple[Graph, Tensor | None]:
+        dst, src = storage.row(), storage.col()
+        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, value)
+    graph, weights = _cached(adj, stamp, ("sparse_tensor", counts, bipartite), build)
+    return graph, weights, "sparse_tensor"
+
+
+def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any) -> tuple[Graph, Tensor | None, str]:
+    if adj.dim() != 2 or adj.dense_dim() != 0:
+        raise ValueError(f"{who}: a sparse adjacency must be a 2-D matrix adj_t[dst, src] with scalar values, got "
+                         f"shape {list(adj.shape)}")
+    counts, bipartite = _adjacency_counts(who, x, tuple(adj.shape), size)
+
+    def build() -> tuple[Graph, Tensor | None]:
+        coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
+        dst, src = coo.indices()
+        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, coo.values())
+    stamp = None if adj.requires_grad else _version(adj)  # weights with a history: fresh each call
+    graph, weights = _cached(adj, stamp, ("torch_sparse", counts, bipartite), build)
+    return graph, weights, "torch_sparse"
+
+
+def _weights(who: str, value: Tensor | None) -> Tensor | None:
+    if value is None:
+        return None
+    if value.dim() != 1 or not value.is_floating_point():
+        raise ValueError(f"{who}: the sparse adjacency's values must be one float per edge (edge weights), got "
+                         f"shape {list(value.shape)}, {value.dtype}")
+    return value
