@@ -197,9 +197,12 @@ def _graph_of(who: str, obj: Any) -> Graph:
         return obj
     if _is_dgl_graph(obj):
         # DGL replaces its structure object (g._graph) when edges are added or removed
-        structure = getattr(obj, "_graph", None)  # held in the stamp: compared by identity, id never reused
-        stamp = (structure, obj.num_src_nodes(), obj.num_dst_nodes(), obj.num_edges())
-        return _cached(obj, stamp if structure is not None else None, ("dgl",), lambda: _structure_of_dgl(obj))
+        structure = getattr(obj, "_graph", None)
+        # the entry holds the structure object, so its id stays its own while cached
+        stamp = (id(structure), obj.num_src_nodes(), obj.num_dst_nodes(), obj.num_edges())
+        entry = _cached(obj, stamp if structure is not None else None, ("dgl",),
+                        lambda: (structure, _structure_of_dgl(obj)))
+        return entry[1]
     edge_index, num_nodes = obj.edge_index, obj.num_nodes
     if edge_index is None:
         raise ValueError(f"{who} got a {type(obj).__name__} without edge_index")

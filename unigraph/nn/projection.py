@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import warnings
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -87,10 +88,15 @@ class _SparseLinear(torch.autograd.Function):
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x @ weight^T (+ bias)`` for dense or sparse (CSR/COO) ``x``."""
+    """``x @ weight^T (+ bias)`` for dense or sparse (CSR/COO) ``x``: every layer's input projection.
+
+    A dense CPU input that is mostly zeros and needs no gradient (bag-of-words features) runs as
+    a sparse product too (:func:`sparse_if_mostly_zero`, one cached CSR copy per input tensor), and
+    a COO input is converted to CSR once per tensor (:func:`cached_csr`): a model built from the
+    layers gets the same sparse first layer as the built-in models."""
+    x = cached_csr(x) if is_sparse(x) else sparse_if_mostly_zero(x)
     if not is_sparse(x):
         return F.linear(x, weight, bias)
-    x = to_csr(x)
     if x.values().requires_grad:  # gradients for the sparse values: torch's own (slower) product
         out = torch.sparse.mm(x, weight.t())
     else:
@@ -134,26 +140,47 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
 
     The density is estimated on the first rows (cheap when the answer is "dense"); copies are
     cached per tensor (and its in-place version counter), so full-batch training converts once.
-    Tensors that need gradients, GPU tensors and sparse tensors are returned as they are, and so is
-    everything while ``torch.compile`` traces (its graphs hold dense tensors).
+    Tensors that need gradients, GPU tensors, inference-mode tensors (no version counter to key the
+    cache on) and sparse tensors are returned as they are, and so is everything while
+    ``torch.compile`` traces (its graphs hold dense tensors). A "dense" verdict is cached too, so a
+    dense input pays for the density check once.
     """
     if torch.compiler.is_compiling() or is_sparse(x) or x.dim() != 2 or x.requires_grad or not x.is_floating_point() or x.device.type != "cpu" \
-            or x.numel() == 0:
+            or x.numel() == 0 or x.is_inference():
         return x
     key = (x.data_ptr(), x._version, tuple(x.shape), x.stride(), x.dtype)
     cached = _SPARSE_COPIES.get(key)
-    if cached is not None and cached[0] is x:
-        return cached[1]
+    if cached is not None and cached[0]() is x:
+        return cached[1] if cached[1] is not None else x
     sample = x[:_DENSITY_SAMPLE_ROWS]
     if int(torch.count_nonzero(sample)) > SPARSE_INPUT_DENSITY * sample.numel():
+        _remember(key, x, None)
         return x
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         csr = x.to_sparse_csr()
-    _SPARSE_COPIES[key] = (x, csr)  # holding x keeps its memory (and so the key) from being reused
+    _remember(key, x, csr)
+    return csr
+
+
+def cached_csr(x: Tensor) -> Tensor:
+    """``x`` (sparse) as CSR; a COO tensor's copy is cached per tensor and in-place version."""
+    if x.layout == torch.sparse_csr or torch.compiler.is_compiling() or x.is_inference():
+        return to_csr(x)
+    key = ("csr", id(x), x._version)
+    cached = _SPARSE_COPIES.get(key)
+    if cached is not None and cached[0]() is x:
+        return cached[1] if cached[1] is not None else x
+    csr = to_csr(x)
+    _remember(key, x, csr)
+    return csr
+
+
+def _remember(key: tuple, x: Tensor, copy: Tensor) -> None:
+    # a weak reference: the entry holds no input alive, and `ref() is x` refuses a reused address
+    _SPARSE_COPIES[key] = (weakref.ref(x), copy)
     if len(_SPARSE_COPIES) > _SPARSE_COPIES_SIZE:
         _SPARSE_COPIES.popitem(last=False)
-    return csr
 
 
 def dense(x: Tensor) -> Tensor:
