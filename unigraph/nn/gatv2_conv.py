@@ -14,7 +14,7 @@ from unigraph.nn.checks import check_positive, glorot_
 from unigraph.nn.gat_conv import (
     attention_dropout_mask, attention_graph, attention_inputs, attention_output, merge_heads,
     set_attention_settings, wants_attention)
-from unigraph.nn.lazy import make_linear
+from unigraph.nn.lazy import is_lazy, make_linear
 from unigraph.nn.projection import linear
 
 
@@ -90,7 +90,7 @@ class GATv2Conv(torch.nn.Module):
 
     def reset_parameters(self) -> None:
         for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
-            if lin is not None:
+            if lin is not None and not is_lazy(lin):  # a lazy one is reset when the first call sizes it
                 glorot_(lin.weight)
                 if lin.bias is not None:
                     torch.nn.init.zeros_(lin.bias)
