@@ -164,6 +164,7 @@ class GATConv(torch.nn.Module):
 
     Args:
         in_channels (int or tuple): size of each input sample, or (source, destination) sizes
+            (``-1`` infers it on the first call)
             (separate source and destination projections).
         out_channels (int): size of each output sample per head.
         heads (int, optional): number of attention heads. (default: ``1``)
@@ -177,6 +178,15 @@ class GATConv(torch.nn.Module):
             (default: ``"mean"``)
         bias (bool, optional): learn an additive bias. (default: ``True``)
         residual (bool, optional): add a projected residual connection. (default: ``False``)
+
+    Call forms: ``conv(g, x)`` or PyG's ``conv(x, edge_index, edge_attr, size=...)``, with
+    ``edge_index`` a tensor, a ``SparseTensor`` or a torch sparse ``adj_t`` (see
+    :mod:`unigraph.nn.call_forms`). ``return_attention_weights=True`` returns
+    ``(out, (edge_index, alpha))`` for a graph object or an edge_index tensor, ``(out, adj)`` with
+    ``alpha`` as the values for a ``SparseTensor``, ``(out, (adj, alpha))`` for a torch sparse
+    adjacency; ``alpha`` (``[E', H]``, after attention dropout) is exactly what weighted the sum, over
+    the edges of the graph used (its self-loops included). ``get_attention=True`` is DGL's form,
+    ``(out, alpha[E, H, 1])`` over the edges of the graph given (needs ``add_self_loops=False``).
 
     Shapes:
         - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` (dense or sparse)

@@ -41,7 +41,8 @@ class GATv2Conv(torch.nn.Module):
     softmax (``edge_softmax``) and the weighted sum (a g-SpMM).
 
     Args:
-        in_channels (int or tuple): size of each input sample, or (source, destination) sizes.
+        in_channels (int or tuple): size of each input sample, or (source, destination) sizes
+            (``-1`` infers it on the first call).
         out_channels (int): size of each output sample per head.
         heads (int, optional): number of attention heads. (default: ``1``)
         concat (bool, optional): concatenate the heads (else average them). (default: ``True``)
@@ -54,6 +55,15 @@ class GATv2Conv(torch.nn.Module):
         bias (bool, optional): biases in both projections and an output bias. (default: ``True``)
         share_weights (bool, optional): one projection for sources and targets. (default: ``False``)
         residual (bool, optional): add a projected residual connection. (default: ``False``)
+
+    Call forms: ``conv(g, x)`` or PyG's ``conv(x, edge_index, edge_attr, size=...)``, with
+    ``edge_index`` a tensor, a ``SparseTensor`` or a torch sparse ``adj_t`` (see
+    :mod:`unigraph.nn.call_forms`). ``return_attention_weights=True`` returns
+    ``(out, (edge_index, alpha))`` for a graph object or an edge_index tensor, ``(out, adj)`` with
+    ``alpha`` as the values for a ``SparseTensor``, ``(out, (adj, alpha))`` for a torch sparse
+    adjacency; ``alpha`` (``[E', H]``, after attention dropout) is exactly what weighted the sum, over
+    the edges of the graph used (its self-loops included). ``get_attention=True`` is DGL's form,
+    ``(out, alpha[E, H, 1])`` over the edges of the graph given (needs ``add_self_loops=False``).
 
     Shapes:
         - **input:** graph ``g``, node features :math:`(|\mathcal{V}|, F_{in})` or a pair
