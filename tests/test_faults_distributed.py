@@ -69,7 +69,13 @@ def test_under_torchrun_a_failing_rank_leaves_at_once_and_torchrun_names_it(tmp_
         assert agent.returncode != 0
         root_cause = output[output.index("Root Cause (first observed failure)"):]
         assert "rank      : 1 (local_rank: 1)" in root_cause, output[-3000:]
-        assert ("exitcode  : 1 " if mode == "raise" else "exitcode  : -9 ") in root_cause, output[-3000:]
+        if mode == "raise":
+            # The error is printed before the interpreter exits; under heavy load gloo's teardown in
+            # that exit sometimes aborts (SIGABRT, -6) after the print: still this rank, still at once.
+            assert "ValueError: rank 1 failed on purpose" in output, output[-3000:]
+            assert "exitcode  : 1 " in root_cause or "exitcode  : -6 " in root_cause, output[-3000:]
+        else:
+            assert "exitcode  : -9 " in root_cause, output[-3000:]
         assert ended < 30, f"torchrun ended {ended:.1f}s after the failure"
         wait_gone(_rank_pids(tmp_path), within=5)
     finally:
