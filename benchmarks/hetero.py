@@ -16,7 +16,7 @@ at the epoch of best validation accuracy. Epochs of all implementations of a mod
 interleaved (one epoch of each in turn), so a load change on the machine hits all alike. A speedup
 only counts at equal accuracy: the report gives each implementation's accuracy beside its time.
 
-    python benchmarks/hetero.py                    # writes benchmarks/results/hetero_cpu.{json,md}
+    python benchmarks/hetero.py --out benchmarks/results   # writes benchmarks/results/hetero_cpu.{json,md}
     python benchmarks/hetero.py --quick            # a smoke run (tiny graph, few epochs)
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import unigraph  # noqa: E402
 from benchmarks.e2e import Trainee  # noqa: E402
-from benchmarks.environment import load_average, machine, set_threads, versions, write_report  # noqa: E402
+from benchmarks.environment import (add_out_argument, load_average, machine, out_dir, set_threads, versions,  # noqa: E402
+                                    write_report)
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
 from unigraph.data import academic_graph  # noqa: E402
 from unigraph.models import RGCN  # noqa: E402
@@ -249,7 +250,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-peers", action="store_true", help="skip PyG and DGL")
-    parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "benchmarks" / "results")
+    add_out_argument(parser)  # default: benchmarks/results/scratch (the committed results only by --out)
     parser.add_argument("--name", default="hetero_cpu")
     args = parser.parse_args(argv)
     if args.quick:
@@ -272,7 +273,7 @@ def main(argv=None) -> dict:
               "loadavg_start": loadavg_start, "loadavg_end": load_average(), "graph": repr(ds),
               "config": {k: (str(v) if isinstance(v, pathlib.Path) else v) for k, v in vars(args).items()},
               "rows": rows, "comparisons": comparisons(rows)}
-    write_report(result, args.out, args.name, write_markdown)
+    write_report(result, out_dir(args), args.name, write_markdown)
     return result
 
 

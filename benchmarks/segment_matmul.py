@@ -6,7 +6,7 @@ projection costs without it. Cases: few large groups (node types), many small gr
 a knowledge graph), and skewed group sizes (one hub type). Per case and method: median
 milliseconds of forward and of forward + backward, and the speedup over the loop.
 
-    python benchmarks/segment_matmul.py            # writes benchmarks/results/segment_matmul_cpu.{json,md}
+    python benchmarks/segment_matmul.py --out benchmarks/results  # writes benchmarks/results/segment_matmul_cpu.{json,md}
     python benchmarks/segment_matmul.py --quick    # a smoke run (tiny sizes)
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ if str(REPO_ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from benchmarks.environment import load_average, machine, set_threads, versions, write_report  # noqa: E402
+from benchmarks.environment import (add_out_argument, load_average, machine, out_dir, set_threads, versions,  # noqa: E402
+                                    write_report)
 from unigraph.hetero import grouped, segment_matmul  # noqa: E402
 
 # (name, rows, groups, width in, width out, skewed sizes)
@@ -104,7 +105,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "benchmarks" / "results")
+    add_out_argument(parser)  # default: benchmarks/results/scratch (the committed results only by --out)
     parser.add_argument("--name", default="segment_matmul_cpu")
     args = parser.parse_args(argv)
     set_threads(args.threads, None)
@@ -115,7 +116,7 @@ def main(argv=None) -> dict:
     result = {"benchmark": "segment_matmul", "started": started, "argv": list(argv), "device": "cpu",
               "machine": machine(torch.device("cpu")), "versions": versions(), "threads": args.threads,
               "loadavg_start": loadavg_start, "loadavg_end": load_average(), "rows": rows}
-    write_report(result, args.out, args.name, write_markdown)
+    write_report(result, out_dir(args), args.name, write_markdown)
     return result
 
 
