@@ -12,6 +12,7 @@
     unigraph train --task link --dataset Cora --root DIR   # GAE link prediction (see train/task_jobs.py)
     unigraph train --log-dir DIR                     # per-epoch metrics.csv/.json and curves.png in DIR
     unigraph info                                    # which kernels are available here
+    unigraph bench GRAPH [--model gcn]               # time every backend (and DGL/PyG) on your graph
 
 Every argument is checked before any process starts, and so are the files it names (the Planetoid
 folder is read, the checkpoint directory proven writable, a checkpoint to resume from verified
@@ -28,6 +29,7 @@ import sys
 import unigraph
 from unigraph.data.errors import DataFileError
 from unigraph.train import checkpoint as ckpt
+from unigraph import bench
 from unigraph.train import job as jobs
 from unigraph.train import task_jobs
 from unigraph.train.config import SCHEDULES, PipelineConfig, TrainConfig
@@ -53,12 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     return _build_parsers()[0]
 
 
-def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The top-level parser and its ``train`` sub-parser (whose ``error`` reports bad arguments)."""
+def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top-level parser and its ``train`` and ``bench`` sub-parsers (whose ``error`` reports bad
+    arguments)."""
     parser = argparse.ArgumentParser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
                                      "kernels for your graph")
-    commands = parser.add_subparsers(dest="command", metavar="{train,info}")
+    commands = parser.add_subparsers(dest="command", metavar="{train,info,bench}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
+    bench_parser = commands.add_parser("bench", help="time every backend (and DGL/PyG) on a graph",
+                                       description=bench.__doc__.split("\n\n")[0])
+    bench.add_arguments(bench_parser)
     train = commands.add_parser("train", help="train a node classifier, a graph classifier or a link predictor")
     data = train.add_argument_group("data and model")
     data.add_argument("--task", default="node", choices=task_jobs.TASKS, help="node (default) classification, "
@@ -112,7 +118,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      "(needs matplotlib)")
     run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events to --log-dir "
                      "(needs tensorboard)")
-    return parser, train
+    return parser, train, bench_parser
 
 
 def _at_most_per_core(flag: str, value: int) -> None:
@@ -243,7 +249,8 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, train_parser = _build_parsers()
+    parser, train_parser, bench_parser = _build_parsers()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.command == "info":
         print(unigraph.info())
@@ -251,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "bench":
+        return bench.run_command(bench_parser, args, argv)
     return _train(train_parser, args)
 
 
