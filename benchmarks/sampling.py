@@ -20,22 +20,21 @@ a model consumes:
   hop only for the nodes the first hop found (one subgraph for all layers), not again for the
   seeds as message-flow blocks need, so it samples somewhat fewer edges (see the table).
 
-No features are gathered (structure only, for all three). Timing: after a warm-up (numba loads
-its compiled kernels), ``--rounds`` rounds; in each round every library samples the same
-``--batches`` batches, in an order that rotates between rounds, so slow spells of a shared
-machine hit every library alike. Reported: batches/s per round, median and range; the ratio
+No features are gathered (structure only, for all three). Timing (the shared rule of
+:mod:`unigraph.benchmarking.timing`): after a warm-up round (numba loads its compiled kernels),
+``--rounds`` rounds; in each round every library samples the same ``--batches`` batches, in an
+order that rotates between rounds, so slow spells of a shared machine hit every library alike. Reported: batches/s per round, median and range; the ratio
 unigraph / DGL uses the medians, against the faster of DGL's two thread settings in the run
 (an OpenMP team of two threads slows down many-fold when the cores are busy; one thread does not). The machine's load average before and after is recorded.
 Threads: every library gets ``--threads`` (torch intra-op, numba, DGL's OpenMP).
 
-    python benchmarks/sampling.py                    # the full case (~2-3 min on 2 cores)
-    python benchmarks/sampling.py --quick --out /tmp # a smoke run on a tiny graph, seconds
+    python benchmarks/sampling.py --out benchmarks/results   # the full case (~2-3 min on 2 cores)
+    python benchmarks/sampling.py --quick                     # a smoke run (results/scratch), seconds
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import statistics
@@ -50,7 +49,9 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/sampling.py` from anywh
 
 import torch  # noqa: E402
 
-from benchmarks.environment import machine, versions  # noqa: E402
+from benchmarks.environment import add_out_argument, machine, out_dir, versions  # noqa: E402
+from unigraph.benchmarking.output import write_json, write_text  # noqa: E402
+from unigraph.benchmarking.timing import interleaved  # noqa: E402
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
 from unigraph.data import rmat  # noqa: E402
 from unigraph.sampling import NeighborSampler  # noqa: E402
@@ -107,13 +108,11 @@ def pyg_sampler(graph, batches: list[torch.Tensor]) -> Callable:
     return sample
 
 
-def time_round(sample: Callable, batches: list[torch.Tensor]) -> tuple[float, float]:
-    """(batches per second, mean sampled edges per batch) over ``batches``."""
-    edges = 0
-    start = time.perf_counter()
-    for seeds in batches:
-        edges += sample(seeds)
-    return len(batches) / (time.perf_counter() - start), edges / len(batches)
+def sampled_edges(sample: Callable, batches: list[torch.Tensor]) -> Callable[[], int]:
+    """One round: every batch through ``sample``; returns the sampled edges (checked equal work)."""
+    def round_() -> int:
+        return sum(sample(seeds) for seeds in batches)
+    return round_
 
 
 def run(config: dict, threads: int) -> dict:
@@ -144,20 +143,13 @@ def run(config: dict, threads: int) -> dict:
     else:
         skipped["pyg"] = "torch_geometric not installed"
 
-    for sample in samplers.values():  # warm-up: numba loads its kernels, caches fill
-        time_round(sample, batches[:2])
-    if "pyg" in samplers:  # realign PyG's loader with the first batch
-        samplers["pyg"] = pyg_sampler(graph, batches)
-    rounds: dict[str, list[float]] = {name: [] for name in samplers}
-    edges: dict[str, float] = {}
-    names = list(samplers)
-    for r in range(config["rounds"]):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            rate, mean_edges = time_round(samplers[name], batches)
-            rounds[name].append(rate)
-            edges[name] = mean_edges
-        print(f"round {r + 1}/{config['rounds']}: " + ", ".join(f"{n} {rounds[n][-1]:.1f}/s" for n in names), flush=True)
-
+    rounds_ = {name: sampled_edges(sample, batches) for name, sample in samplers.items()}
+    edges = {name: round_() / len(batches) for name, round_ in rounds_.items()}  # also the warm-up round
+    # the shared rule: rounds interleaved, each sampler's turn rotating (PyG's loader holds exactly
+    # one round of batches, so every round starts it at the first batch again)
+    timings = interleaved(rounds_, config["rounds"], warmup=0,
+                          progress=lambda name: print(f"  {name}: round done", flush=True))
+    rounds = {name: [len(batches) / (ms / 1e3) for ms in t.runs_ms] for name, t in timings.items()}
     results = {name: {"batches_per_s_rounds": rates, "median": statistics.median(rates), "min": min(rates),
                       "max": max(rates), "sampled_edges_per_batch": edges[name]} for name, rates in rounds.items()}
     stats = graph.stats()
@@ -226,17 +218,19 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, help="timed rounds per sampler")
     parser.add_argument("--batches", type=int, help="batches per round")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every library")
-    parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "benchmarks" / "results",
-                        help="folder for sampling_cpu.json and sampling_cpu.md")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
+    try:
+        out = out_dir(args)
+    except ValueError as err:
+        parser.error(str(err))
     config = dict(QUICK if args.quick else FULL)
     for key in ("rounds", "batches"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     result = run(config, args.threads)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "sampling_cpu.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "sampling_cpu.md").write_text(markdown(result))
+    write_json(out / "sampling_cpu.json", result)
+    write_text(out / "sampling_cpu.md", markdown(result))
     print(markdown(result))
     return result
 

@@ -21,16 +21,19 @@ baseline is measured with 1 thread and with as many threads as the machine has c
 comparison for "use the whole machine"). Speedups are ratios of throughputs measured in one run.
 Each configuration is a real torch.distributed job (gloo, loopback TCP) started by
 unigraph.train.launch; start-up (imports, process-group rendezvous) is not timed, one warm-up
-epoch / step is run before timing, then ``rounds`` timed rounds (the median is reported, with the
-range). Jobs with the same process count share one launch.
+epoch / step is run before timing. Timing follows the shared rule (:mod:`unigraph.benchmarking`):
+``rounds`` rounds, each launching every job once (one timed round per case, measured between
+barriers) in an order that rotates between rounds, so a slow spell of the machine hits every
+configuration alike; the median is reported with the range. The data-parallel speed-up is read
+against one process using every core ("vs 1 process x all cores").
 
 The GNN pipeline pays for graph-aware micro-batching: every stage samples every micro-batch itself
 (no graph structure crosses processes), and nodes shared by several micro-batches' computation
 trees are computed once per micro-batch; the "work" column gives the second factor (nodes the
 first layer reads, summed over micro-batches, over those of the whole batch).
 
-    python benchmarks/scaling.py                     # the full run (~3-5 min on 2 cores)
-    python benchmarks/scaling.py --quick --out /tmp  # a smoke run on small sizes (~1 min)
+    python benchmarks/scaling.py --out benchmarks/results   # the full run (~10 min on 2 cores)
+    python benchmarks/scaling.py --quick                     # a smoke run on small sizes (results/scratch)
 """
 from __future__ import annotations
 
@@ -52,7 +55,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from benchmarks.kernels import machine, versions  # noqa: E402
+from benchmarks.environment import add_out_argument, out_dir  # noqa: E402
+from unigraph.benchmarking import environment  # noqa: E402
+from unigraph.benchmarking.output import write_json, write_text  # noqa: E402
+from unigraph.benchmarking.timing import rotation  # noqa: E402
 from unigraph.data import planted_partition  # noqa: E402
 from unigraph.models import ViG  # noqa: E402
 from unigraph.sampling import NeighborSampler  # noqa: E402
@@ -251,34 +257,54 @@ def notes(cores: int) -> list[str]:
     ]
 
 
+def interleaved_jobs(jobs: list[tuple[int, int]], sizes: dict, run_job: Callable) -> list[dict]:
+    """Every job's cases, ``sizes['rounds']`` rounds, one launch of each job per round in rotating
+    order; a case's throughput is the median of its rounds (each round timed between barriers)."""
+    rows: dict[tuple, dict] = {}
+    for r in range(sizes["rounds"]):
+        for world, threads in rotation(jobs, r):
+            print(f"[scaling] round {r + 1}/{sizes['rounds']}: {world} process(es) x {threads} thread(s)",
+                  file=sys.stderr, flush=True)
+            for row in run_job(world, threads):
+                key = (world, threads, row["workload"], row["name"])
+                kept = rows.setdefault(key, dict(row, processes=world, threads=threads, round_throughputs=[]))
+                kept["round_throughputs"] += row["round_throughputs"]
+    for row in rows.values():
+        row["throughput"] = statistics.median(row["round_throughputs"])
+    return list(rows.values())
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"), help="output directory")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
+    try:
+        out = out_dir(args)
+    except ValueError as err:
+        parser.error(str(err))
     sizes = QUICK if args.quick else FULL
     cores = os.cpu_count() or 1
-    load_before = [round(x, 2) for x in os.getloadavg()]
-    rows = []
+    env = environment.describe("python benchmarks/scaling.py " + " ".join(sys.argv[1:] if argv is None else argv))
     jobs = [(1, 1), (1, cores)] if cores > 1 else [(1, 1)]
     jobs += [(2, 1), (4, 1)]
-    for world, threads in jobs:
+    one_round = {**sizes, "rounds": 1}
+
+    def run_job(world: int, threads: int) -> list[dict]:
         cases = gnn_cases(sizes, world) + vig_cases(sizes, world)
-        print(f"[scaling] {world} process(es) x {threads} thread(s): {len(cases)} cases", file=sys.stderr, flush=True)
-        timings = launch(run_cases, world, args=(cases, sizes), threads=threads, timeout=3600)[0]
-        for row in timings:
-            row.update(processes=world, threads=threads)
-            print(f"[scaling]   {row['workload']:>3} {row['name']:<40} {row['throughput']:9.1f}/s", file=sys.stderr,
-                  flush=True)
-        rows += timings
+        return launch(run_cases, world, args=(cases, one_round), threads=threads, timeout=3600)[0]
+
+    rows = interleaved_jobs(jobs, sizes, run_job)
+    for row in rows:
+        print(f"[scaling]   {row['processes']}x{row['threads']} {row['workload']:>3} {row['name']:<40} "
+              f"{row['throughput']:9.1f}/s", file=sys.stderr, flush=True)
+    env = environment.finish(env)
     results = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
-               "machine": machine(torch.device("cpu")), "versions": versions(), "sizes": sizes,
-               "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()], "rows": rows,
+               "machine": env["machine"], "versions": env["versions"], "environment": env, "sizes": sizes,
+               "load_before": list(env["loadavg_start"]), "load_after": list(env["loadavg_end"]), "rows": rows,
                "micro_batch_work": micro_batch_work(sizes), "notes": notes(cores)}
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scaling_cpu.json").write_text(json.dumps(results, indent=2))
-    (out / "scaling_cpu.md").write_text(report(results))
+    write_json(out / "scaling_cpu.json", results)
+    write_text(out / "scaling_cpu.md", report(results))
     print(report(results))
     return results
 

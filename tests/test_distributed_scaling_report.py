@@ -27,3 +27,19 @@ def test_report_speedups_and_caveats():
     assert "a 2-core CPU cannot show GPU-like speedups" in text
     assert "Rows per layer of one batch (input of layer 0, layer 1, seeds): [900, 100, 10]." in text
     assert "cannot show" not in "\n".join(scaling.notes(16))
+
+
+def test_jobs_are_interleaved_round_by_round_and_summarized_by_the_median():
+    calls, rates = [], {(1, 1): [10.0, 30.0, 20.0], (1, 2): [15.0, 5.0, 25.0], (2, 1): [40.0, 40.0, 10.0]}
+
+    def run_job(world, threads):
+        calls.append((world, threads))
+        rate = rates[(world, threads)][sum(c == (world, threads) for c in calls) - 1]
+        return [dict(workload="gnn", name=f"{world} process", stages=1, replicas=world, micro_batches=1,
+                     round_throughputs=[rate], throughput=rate, samples=1, steps=1)]
+
+    rows = scaling.interleaved_jobs([(1, 1), (1, 2), (2, 1)], {"rounds": 3}, run_job)
+    assert calls == [(1, 1), (1, 2), (2, 1), (1, 2), (2, 1), (1, 1), (2, 1), (1, 1), (1, 2)]   # rotating rounds
+    by_job = {(r["processes"], r["threads"]): r for r in rows}
+    assert by_job[(1, 1)]["round_throughputs"] == [10.0, 30.0, 20.0] and by_job[(1, 1)]["throughput"] == 20.0
+    assert by_job[(1, 2)]["throughput"] == 15.0 and by_job[(2, 1)]["throughput"] == 40.0

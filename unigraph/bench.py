@@ -263,7 +263,7 @@ def table(result: dict) -> str:
     lines = [f"graph: {g['description']}; in-degree mean {g['mean_in_degree']}, max {g['max_in_degree']}, "
              f"cv {g['cv_in_degree']}",
              f"F = {result['settings']['width']}, heads = {result['settings']['heads']}; median ms over "
-             f"{result['settings']['repeats']} interleaved runs (min-max); threads {env['threads']['torch_intra_op']}; "
+             f"{result['settings']['repeats']} interleaved runs (min-max); threads: {environment.threads_text(env['threads'])}; "
              f"load average {env['loadavg_start']}"]
     if result["bandwidth"]:
         lines.append(bandwidth.describe(result["bandwidth"]))

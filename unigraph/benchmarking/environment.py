@@ -67,6 +67,14 @@ def peak_memory_gb() -> float:
     return round(peak / (2**30 if sys.platform == "darwin" else 2**20), 2)
 
 
+def current_memory_gb() -> float | None:
+    """This process's resident memory now (Linux /proc/self/statm), or None elsewhere."""
+    statm = pathlib.Path("/proc/self/statm")
+    if not statm.exists():
+        return None
+    return round(int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30, 2)
+
+
 def thread_counts(dgl_module=None) -> dict:
     """The size of every thread pool a measurement can use, as they are now."""
     numba = optional_module("numba")
@@ -77,6 +85,14 @@ def thread_counts(dgl_module=None) -> dict:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_WAIT_POLICY"):
         counts[var] = os.environ.get(var)
     return counts
+
+
+def threads_text(counts: dict) -> str:
+    """``thread_counts()`` as one line for a report."""
+    pools = ", ".join(f"{name.replace('_intra_op', '').replace('_inter_op', ' inter-op')} {value}"
+                      for name, value in counts.items() if value is not None and not name.isupper())
+    env = ", ".join(f"{name}={value}" for name, value in counts.items() if value is not None and name.isupper())
+    return pools + (f" ({env})" if env else "")
 
 
 def machine(device: torch.device | str = "cpu") -> dict:
