@@ -16,23 +16,26 @@ user would: no backend argument), and the peers: torch-native gather + ``index_a
 A peer without a natural kernel for an op is "n/a". Structures (CSR, DGL formats, SparseTensor)
 are built before timing, for every library alike.
 
-Timing: every op and mode first runs once on a tiny graph (kernels loaded, thread pools
-started); per case, one warm-up call, then repeats until ``--min-time`` seconds or ``--max-reps`` runs (at
-least ``--min-reps``; one when a call takes over a second). Tables report the fastest
-run (``timings_ms``; the JSON also has every run and the median): on a machine shared with other
-work the slower runs measure the neighbours, the fastest what the code can do. The regret of
-``auto`` is the time of the backend it chose over the fastest unigraph backend, both from this
-run (so timer noise between two runs of the same kernel does not show up as regret);
-``vs best`` compares with every implementation, peers included.
+Timing (the shared rule, :mod:`unigraph.benchmarking.timing`): every op and mode first runs once
+on a tiny graph (kernels loaded, thread pools started); per case, every implementation runs once
+(a failing one is listed with its error), then ``--repeats`` rounds in which each runs once, in
+an order rotating between rounds, each run batching calls up to ``--min-run-ms``. Tables report
+the fastest run (``timings_ms``; the JSON also has the median, the max and every run). The regret
+of ``auto`` is the time of the backend it chose over the fastest unigraph backend, both from this
+run; ``vs best`` compares with every implementation, peers included.
 
-Outputs (``--out``, default ``benchmarks/results``; ``--quick`` defaults to a temporary directory
-and never writes into ``benchmarks/results``): ``kernels_<device>.json`` (machine, versions,
-settings, every run), ``kernels_<device>.md`` (tables, regret, targets) and ``kernels_<device>.png``
-(time vs density per implementation). ``--ops`` and ``--backends`` narrow a run to one op and
+Bandwidth: a STREAM-like copy / triad measurement at the run's thread counts is recorded, and every
+case has the bytes its op must move (:mod:`unigraph.benchmarking.traffic`), the floor time they
+take at the measured copy bandwidth and the GB/s each implementation achieved (median).
+
+Outputs (``--out``; without it ``benchmarks/results/scratch``, and ``--quick`` never writes into
+``benchmarks/results``): ``kernels_<device>.json`` (machine, versions, threads, load, bandwidth,
+every run), ``kernels_<device>.md`` (tables, regret, targets, bandwidth) and
+``kernels_<device>.png`` (time vs density per implementation). ``--ops`` and ``--backends`` narrow a run to one op and
 backend by name (``--ops u_mul_e/sum --backends numba``).
 
-    python benchmarks/kernels.py                     # the full run (5,000 nodes; ~10 min on 2 cores)
-    python benchmarks/kernels.py --quick              # a smoke run in seconds (into a temporary directory)
+    python benchmarks/kernels.py --out benchmarks/results  # the full run (5,000 nodes; ~10 min on 2 cores)
+    python benchmarks/kernels.py --quick              # a smoke run in seconds (into benchmarks/results/scratch)
     python benchmarks/kernels.py --ops u_mul_e/sum --backends numba --peers dgl  # one op, one backend, DGL
     python benchmarks/kernels.py --fit benchmarks/results/kernels_cpu*.json  # cost-model constants
 """
@@ -49,7 +52,6 @@ import os
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
 from typing import Callable
 
@@ -60,21 +62,22 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/kernels.py` from anywhe
 import torch  # noqa: E402
 
 import unigraph  # noqa: E402
-from benchmarks.environment import machine, optional_module as _module, set_threads, synchronize, versions  # noqa: E402
+from benchmarks.environment import RESULTS, add_out_argument, machine, optional_module as _module, out_dir  # noqa: E402,F401 - RESULTS: the tests read it here
+from benchmarks.environment import set_threads, synchronize, versions  # noqa: E402
 from benchmarks.peers import load_dgl  # noqa: E402
 from unigraph import backends as registry  # noqa: E402
-from unigraph import ops  # noqa: E402
 from unigraph.backends.base import Request  # noqa: E402
+from unigraph.benchmarking import bandwidth, environment, op_cases, traffic  # noqa: E402
+from unigraph.benchmarking.output import write_json  # noqa: E402
+from unigraph.benchmarking.timing import interleaved  # noqa: E402
 from unigraph.data import rmat  # noqa: E402
 
 OPS = ["copy_u/sum", "u_mul_e/sum", "copy_u/mean", "copy_u/max", "u_dot_v", "u_add_v", "edge_softmax", "gat"]
 MODES = ["fwd", "fwd+bwd"]
 HEAD_WIDTH = 16  # GAT-shaped ops: width // 16 heads of 16 features
-SLOW_CALL_S = 1.0  # a call this slow is timed once after its warm-up: its noise is small relative
 PEERS = ["torch_native", "torch_scatter", "torch_sparse", "torch_sparse_csr", "dgl"]
 # The full run fits 2 CPU cores in about ten minutes: 5,000 nodes, and cases over 21M message
 # elements (E x width) skipped, which keeps degree 256 at width 16, 64 at 64 and 16 at 256.
-RESULTS = REPO_ROOT / "benchmarks" / "results"  # the committed results: never written by --quick
 FULL = dict(nodes=5_000, degrees=[1, 4, 16, 64, 256], widths=[16, 64, 256], budget=21_000_000)
 QUICK = dict(nodes=300, degrees=[1, 16], widths=[16], budget=100_000_000)
 
@@ -101,22 +104,9 @@ class Inputs:
 
 
 def make_inputs(op: str, g: unigraph.Graph, width: int, device: torch.device, seed: int = 0) -> Inputs:
-    gen = torch.Generator().manual_seed(seed)
-    n, e = g.num_nodes, g.num_edges
-
-    def leaf(*shape):
-        return torch.randn(shape, generator=gen).to(device).requires_grad_(True)
-
-    heads = max(1, width // HEAD_WIDTH)
-    if op in ("copy_u/sum", "copy_u/mean", "copy_u/max"):
-        return Inputs({"x": leaf(n, width)})
-    if op == "u_mul_e/sum":
-        return Inputs({"x": leaf(n, width), "w": leaf(e, 1)})
-    if op in ("u_dot_v", "u_add_v"):
-        return Inputs({"x": leaf(n, width), "y": leaf(n, width)})
-    if op == "edge_softmax":
-        return Inputs({"s": leaf(e, heads)})
-    return Inputs({"h": leaf(n, heads, width // heads), "el": leaf(n, heads), "er": leaf(n, heads)})
+    """The case's leaves (:func:`unigraph.benchmarking.op_cases.make_inputs`; GAT-shaped ops get
+    ``width // 16`` heads)."""
+    return Inputs(op_cases.make_inputs(op, g, width, max(1, width // HEAD_WIDTH), device, seed))
 
 
 def message_width(op: str, width: int) -> int:
@@ -140,19 +130,6 @@ def op_request(op: str, width: int, device: torch.device) -> Request:
 
 
 # ====================================================================== implementations
-def unigraph_op(op: str, g: unigraph.Graph, t: dict, backend: str | None) -> torch.Tensor:
-    if op.startswith(("copy_u", "u_mul_e")):
-        name, reduce = op.split("/")
-        return ops.gspmm(g, name, reduce, t["x"], t.get("w"), backend=backend)
-    if op == "u_dot_v":
-        return ops.gsddmm(g, "dot", t["x"], t["y"], "u", "v", backend=backend)
-    if op == "u_add_v":
-        return ops.gsddmm(g, "add", t["x"], t["y"], "u", "v", backend=backend)
-    if op == "edge_softmax":
-        return ops.edge_softmax(g, t["s"], backend=backend)
-    return ops.gat_attention(g, t["h"], t["el"], t["er"], 0.2, backend=backend)
-
-
 class PeerGraph:
     """One graph in every peer's own structure, built once (outside timing)."""
 
@@ -283,23 +260,6 @@ def with_backward(forward: Callable[[], torch.Tensor], inputs: Inputs) -> Callab
     return run
 
 
-def measure_ms(run: Callable[[], object], device: torch.device, min_reps: int, max_reps: int,
-               min_time: float) -> list[float]:
-    """Times of the runs after one warm-up, in ms (one run when a call is slow)."""
-    start = time.perf_counter()
-    run()
-    synchronize(device)
-    if time.perf_counter() - start > SLOW_CALL_S:
-        min_reps = max_reps = 1
-    times: list[float] = []
-    while len(times) < min_reps or (sum(times) < min_time * 1e3 and len(times) < max_reps):
-        start = time.perf_counter()
-        run()
-        synchronize(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return times
-
-
 # ====================================================================== the run
 def unigraph_backends(device: torch.device, wanted: list[str] | None = None) -> list[str]:
     """The unigraph backends to time: available, real kernels on ``device`` (``wanted`` only, if given)."""
@@ -322,11 +282,19 @@ def run_benchmark(args) -> dict:
         set_threads(args.threads, dgl_module)
     backends = unigraph_backends(device, args.backends)
     peers = [p for p in args.peers if p != "dgl" or dgl_module is not None]
-    result = {"machine": machine(device), "versions": versions(),
+    env = environment.describe("python benchmarks/kernels.py " + " ".join(args.argv), device, dgl_module)
+    measured = None
+    if device.type == "cpu":
+        threads = sorted({1, torch.get_num_threads()})
+        measured = bandwidth.stream(threads, elements=1 << 18 if args.quick else None, repeats=2 if args.quick else 5)
+        print(bandwidth.describe(measured), flush=True)
+    gbps = bandwidth.best_gbps(measured, torch.get_num_threads()) if measured else None
+    result = {"machine": machine(device), "versions": versions(), "environment": env, "bandwidth": measured,
+              "bandwidth_gbps_used": gbps,
               "settings": {"nodes": args.nodes, "degrees": args.degrees, "widths": args.widths, "ops": args.ops,
                            "modes": args.modes, "graphs": args.graphs, "budget_elements": args.budget,
-                           "min_reps": args.min_reps, "max_reps": args.max_reps, "min_time_s": args.min_time,
-                           "quick": args.quick, "command": " ".join(sys.argv)},
+                           "repeats": args.repeats, "min_run_ms": args.min_run_ms,
+                           "quick": args.quick, "command": env["command"]},
               "implementations": {"unigraph": backends, "auto": ["auto"], "peers": peers},
               "started": datetime.datetime.now().isoformat(timespec="seconds"),
               "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
@@ -349,15 +317,17 @@ def run_benchmark(args) -> dict:
                         result["skipped"] += [{**base, "mode": mode, "reason": reason} for mode in args.modes]
                         continue
                     inputs = make_inputs(op, g, width, device)
-                    auto_choice = unigraph.explain(g, *_explain_args(op, inputs)).backend
+                    auto_choice = op_cases.explain(op, g, inputs.leaves).backend
                     for mode in args.modes:
                         case = {**base, "mode": mode, "auto_choice": auto_choice,
                                 **measure_case(args, g, peer_graph, op, width, inputs, mode, backends, peers)}
                         _score(case, backends, peers)
+                        _bandwidth(case, g, op, width, mode, result["bandwidth_gbps_used"])
                         result["cases"].append(case)
                         print(_progress_line(case), flush=True)
     result["duration_s"] = round(time.perf_counter() - began, 1)
-    result["loadavg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    result["environment"] = environment.finish(env)
+    result["loadavg_end"] = result["environment"]["loadavg_end"]
     return result
 
 
@@ -368,7 +338,7 @@ def warm_up(args, backends: list[str], peers: list[str], dgl_module) -> None:
     device = torch.device(args.device)
     g = make_graph("uniform", 64, 4).to(device).prepare()
     peer_graph = PeerGraph(g, device, dgl_module)
-    quiet = argparse.Namespace(**{**vars(args), "min_reps": 1, "max_reps": 1, "min_time": 0.0})
+    quiet = argparse.Namespace(**{**vars(args), "repeats": 1, "min_run_ms": 0.0})
     with contextlib.redirect_stderr(io.StringIO()):  # errors are reported by the timed cases
         for op in args.ops:
             inputs = make_inputs(op, g, 16, device)
@@ -381,44 +351,37 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
     """Every implementation on one case: fastest and median times, all runs, errors, n/a."""
     device = torch.device(args.device)
     request = op_request(op, width, device)
-    out = {"timings_ms": {}, "median_ms": {}, "runs_ms": {}, "errors": {}, "not_applicable": []}
+    out = {"timings_ms": {}, "median_ms": {}, "max_ms": {}, "runs_ms": {}, "errors": {}, "not_applicable": []}
+    runs = {}
     for impl in backends + (["auto"] if args.auto else []) + peers:
         if impl in peers:
             forward = peer_op(impl, op, peer_graph, inputs.leaves)
         elif impl != "auto" and registry.get(impl).cannot_run(request) is not None:
             forward = None  # e.g. numba on a GPU
         else:
-            forward = (lambda b=None if impl == "auto" else impl: unigraph_op(op, g, inputs.leaves, b))
+            forward = (lambda b=None if impl == "auto" else impl: op_cases.unigraph_call(op, g, inputs.leaves, b))
         if forward is None:
             out["not_applicable"].append(impl)
             continue
         run = with_backward(forward, inputs) if mode == "fwd+bwd" else _no_grad(forward)
         try:
-            runs = measure_ms(run, device, args.min_reps, args.max_reps, args.min_time)
+            run()  # the first call: kernels specialize, caches fill; an error leaves this implementation out
         except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:
             # reported, not hidden: an implementation without this path (e.g. torch.sparse CSR
             # values that need a gradient) is listed with its error in the results
             out["errors"][impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
             print(f"  [{impl}] {op} {mode}: {out['errors'][impl]}", file=sys.stderr)
             continue
-        out["runs_ms"][impl] = [round(r, 4) for r in runs]
-        out["timings_ms"][impl] = round(min(runs), 4)
-        out["median_ms"][impl] = round(statistics.median(runs), 4)
+        runs[impl] = run
+    sync = (lambda: synchronize(device)) if device.type == "cuda" else None
+    timings = interleaved(runs, args.repeats, warmup=1 if args.min_run_ms > 0 else 0,
+                          min_run_s=args.min_run_ms / 1e3, sync=sync)
+    for impl, timing in timings.items():
+        out["runs_ms"][impl] = [round(r, 4) for r in timing.runs_ms]
+        out["timings_ms"][impl] = round(timing.min_ms, 4)
+        out["median_ms"][impl] = round(timing.median_ms, 4)
+        out["max_ms"][impl] = round(timing.max_ms, 4)
     return out
-
-
-def _explain_args(op: str, inputs: Inputs) -> tuple:
-    t = inputs.leaves
-    if op.startswith(("copy_u", "u_mul_e")):
-        name, reduce = op.split("/")
-        return name, reduce, t["x"]
-    if op == "u_dot_v":
-        return "dot", None, t["x"]
-    if op == "u_add_v":
-        return "add", None, t["x"]
-    if op == "edge_softmax":
-        return "edge_softmax", None, t["s"]
-    return "gat_attention", None, t["h"]
 
 
 def _no_grad(forward: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
@@ -443,6 +406,14 @@ def _score(case: dict, backends: list[str], peers: list[str]) -> None:
         case["best_unigraph_vs_dgl"] = round(ours[case["best_unigraph"]] / timings["dgl"], 3)
 
 
+def _bandwidth(case: dict, g: unigraph.Graph, op: str, width: int, mode: str, gbps: float | None) -> None:
+    """The bytes the case must move, their floor time at ``gbps`` and each implementation's GB/s."""
+    case["bytes"] = op_cases.traffic_of(op, traffic.Shape.of(g), width, max(1, width // HEAD_WIDTH), mode)
+    case["achieved_gbps"] = {impl: float(f"{traffic.achieved_gbps(case['bytes'], ms):.4g}")
+                             for impl, ms in case["median_ms"].items()}
+    case["floor_ms"] = float(f"{traffic.floor_ms(case['bytes'], gbps):.4g}") if gbps else None
+
+
 def _progress_line(case: dict) -> str:
     timings = " ".join(f"{k}={v:.3g}" for k, v in case["timings_ms"].items())
     return (f"{case['op']:<13}{case['graph']:<8}d={case['degree']:<4}F={case['width']:<4}{case['mode']:<8}"
@@ -461,7 +432,11 @@ def write_markdown(result: dict, path: pathlib.Path) -> None:
              + (f", GPU {m['gpu']}" if m["gpu"] else "") + f"; load average at start/end "
              f"{_load(result['loadavg_start'])} / {_load(result['loadavg_end'])}.", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v), "",
-             f"Graphs: {s['nodes']:,} nodes, mean in-degree {s['degrees']}, {', '.join(s['graphs'])}; "
+             "Threads: " + environment.threads_text(result["environment"]["threads"]) + "; every implementation of "
+             "a case timed interleaved (one run of each in turn, rotating).", ""]
+    if result.get("bandwidth"):
+        lines += [bandwidth.describe(result["bandwidth"]) + ".", ""]
+    lines += [f"Graphs: {s['nodes']:,} nodes, mean in-degree {s['degrees']}, {', '.join(s['graphs'])}; "
              f"widths {s['widths']} (GAT-shaped ops: width/16 heads of 16). Times in ms, the fastest of "
              f"the runs (see the JSON for all); **bold** is the fastest implementation.", ""]
     if regrets:
@@ -480,6 +455,7 @@ def write_markdown(result: dict, path: pathlib.Path) -> None:
                   f"{statistics.median(spreads) - 1:.0%} slower than the fastest (90th percentile "
                   f"{sorted(spreads)[int(0.9 * (len(spreads) - 1))] - 1:.0%}).", ""]
     lines += _dgl_target_lines(result)
+    lines += _bandwidth_lines(result, impls)
     lines += ["## All cases", "",
               "| op | graph | deg | F | mode | " + " | ".join(impls) + " | auto chose | regret | vs best |",
               "|" + "---|" * (len(impls) + 8)]
@@ -522,6 +498,34 @@ def _dgl_target_lines(result: dict) -> list[str]:
         auto = c["timings_ms"].get(c["auto_choice"], float("nan"))
         lines.append(f"| {c['graph']} | {c['degree']} | {dgl_ms:.3g} | {c['best_unigraph']} | {best:.3g} | "
                      f"{best / dgl_ms:.2f} | {auto / dgl_ms:.2f} | {'yes' if auto / dgl_ms <= 1.5 else 'NO'} |")
+    return lines + [""]
+
+
+def _bandwidth_lines(result: dict, impls: list[str]) -> list[str]:
+    """copy_u/sum against the floor its bytes set (target: within 2x), and the GB/s every
+    implementation achieved in every case (medians)."""
+    if not result.get("bandwidth_gbps_used") or not result["cases"]:
+        return []
+    gbps = result["bandwidth_gbps_used"]
+    lines = [f"## Bandwidth: floor at the measured copy bandwidth ({gbps:.1f} GB/s)", "",
+             "copy_u/sum must move one read of each gathered row, the indices and the output "
+             "(`unigraph/benchmarking/traffic.py`); target: the fastest unigraph backend within 2x of that floor.", "",
+             "| graph | degree | F | mode | MB moved | floor ms | best unigraph | median ms | x floor | GB/s | within 2x |",
+             "|" + "---|" * 11]
+    for c in result["cases"]:
+        if c["op"] != "copy_u/sum" or not c["best_unigraph"]:
+            continue
+        best = c["median_ms"][c["best_unigraph"]]
+        ratio = best / c["floor_ms"]
+        lines.append(f"| {c['graph']} | {c['degree']} | {c['width']} | {c['mode']} | {c['bytes'] / 1e6:.3g} | "
+                     f"{c['floor_ms']:.3g} | {c['best_unigraph']} | {best:.3g} | {ratio:.1f} | "
+                     f"{c['achieved_gbps'][c['best_unigraph']]:.3g} | {'yes' if ratio <= 2 else 'NO'} |")
+    lines += ["", "Achieved GB/s (bytes moved / median time) of every implementation:", "",
+              "| op | graph | deg | F | mode | floor ms | " + " | ".join(impls) + " |", "|" + "---|" * (len(impls) + 6)]
+    for c in result["cases"]:
+        cells = [f"{c['achieved_gbps'][i]:.3g}" if i in c["achieved_gbps"] else "-" for i in impls]
+        lines.append(f"| {c['op']} | {c['graph']} | {c['degree']} | {c['width']} | {c['mode']} | {c['floor_ms']:.3g} | "
+                     + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -633,11 +637,10 @@ def parse_args(argv=None):
     parser.add_argument("--peers", nargs="*", default=PEERS, choices=PEERS)
     parser.add_argument("--budget", type=int, help="skip cases whose E x width exceeds this many elements")
     parser.add_argument("--threads", type=int, help="CPU threads for torch, numba and DGL (default: theirs)")
-    parser.add_argument("--min-reps", type=int, default=3)
-    parser.add_argument("--max-reps", type=int, default=10)
-    parser.add_argument("--min-time", type=float, default=0.2, help="seconds of timed runs per measurement")
-    parser.add_argument("--out", type=pathlib.Path,
-                        help=f"output directory (default: {RESULTS}; with --quick a temporary directory)")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved timed runs per implementation (default 7)")
+    parser.add_argument("--min-run-ms", type=float, default=20.0,
+                        help="batch short calls until one run takes this long (default 20)")
+    add_out_argument(parser)
     parser.add_argument("--name", help="file name stem of the outputs (default: kernels_<device>)")
     parser.add_argument("--fit", type=pathlib.Path, nargs="+", metavar="RESULTS_JSON",
                         help="print cost-model constants fitted to results files and exit")
@@ -647,16 +650,19 @@ def parse_args(argv=None):
         if unknown:
             parser.error(f"--backends: unknown {unknown}; choose from auto, {', '.join(registry.all_backends())}")
     args.auto = args.backends is None or "auto" in args.backends
-    if args.out is None:
-        args.out = pathlib.Path(tempfile.gettempdir()) / "unigraph-kernels-quick" if args.quick else RESULTS
-    if args.quick and args.out.resolve() == RESULTS.resolve():
-        parser.error(f"--quick never writes into {RESULTS} (the committed results); pass another --out")
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.repeats < 1 or args.min_run_ms < 0:
+        parser.error(f"--repeats must be >= 1 and --min-run-ms >= 0, got {args.repeats} and {args.min_run_ms}")
+    try:
+        args.out = out_dir(args)  # never the committed results without an explicit --out, never for --quick
+    except ValueError as err:
+        parser.error(str(err))
     preset = QUICK if args.quick else FULL
     for key, value in preset.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.quick:
-        args.min_reps, args.max_reps, args.min_time = 1, 1, 0.0
+        args.repeats, args.min_run_ms = 1, 0.0
     return args
 
 
@@ -668,9 +674,8 @@ def main(argv=None) -> None:
         print_fit(fit(merged))
         return
     result = run_benchmark(args)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = args.name or f"kernels_{torch.device(args.device).type}"
-    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.out / f"{stem}.json", result)
     write_markdown(result, args.out / f"{stem}.md")
     write_plot(result, args.out / f"{stem}.png")
     print(f"wrote {args.out / stem}.json, .md, .png ({result['duration_s']} s)")

@@ -39,7 +39,6 @@ import os
 import pathlib
 import statistics
 import sys
-import time
 import warnings
 from typing import Callable
 

@@ -46,10 +46,24 @@ def test_json_has_every_case_with_auto_and_its_regret(quick_run):
         assert case["regret"] == pytest.approx(case["timings_ms"][case["auto_choice"]] / best, rel=1e-2)
 
 
+def test_cases_are_timed_interleaved_with_bandwidth_figures(quick_run):
+    result = json.loads((quick_run / "kernels_cpu.json").read_text())
+    assert result["bandwidth"]["threads"] and result["bandwidth_gbps_used"] > 0
+    assert result["environment"]["threads"]["torch_intra_op"] >= 1 and result["environment"]["loadavg_end"]
+    for case in result["cases"]:
+        assert case["bytes"] > 0 and case["floor_ms"] > 0
+        for impl, runs in case["runs_ms"].items():
+            assert case["timings_ms"][impl] == pytest.approx(min(runs), abs=1e-3)
+            assert case["max_ms"][impl] == pytest.approx(max(runs), abs=1e-3)
+            assert case["achieved_gbps"][impl] == pytest.approx(case["bytes"] / case["median_ms"][impl] / 1e6, rel=1e-2)
+    text = (quick_run / "kernels_cpu.md").read_text()
+    assert "STREAM-like bandwidth" in text and "Achieved GB/s" in text and "| copy_u/sum |" in text
+
+
 def test_markdown_and_plot_are_written(quick_run):
     text = (quick_run / "kernels_cpu.md").read_text()
     assert "| auto chose | regret | vs best |" in text and "## Regret of `auto`" in text
-    rows = [line for line in text.splitlines() if line.startswith("| copy_u/sum |")]
+    rows = [line for line in text.split("## All cases")[1].splitlines() if line.startswith("| copy_u/sum |")]
     assert len(rows) == 2 * 2 * 2  # graphs x degrees x modes at one width
     png = (quick_run / "kernels_cpu.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
@@ -75,10 +89,11 @@ def test_fit_recovers_the_constants_that_generated_the_timings():
 
 
 def test_quick_runs_never_write_the_committed_results(capsys):
-    assert kernels.parse_args(["--quick"]).out != kernels.RESULTS  # a temporary directory
+    assert kernels.parse_args(["--quick"]).out == kernels.RESULTS / "scratch"  # git-ignored
+    assert kernels.parse_args([]).out == kernels.RESULTS / "scratch"           # only an explicit --out replaces
     with pytest.raises(SystemExit):
         kernels.parse_args(["--quick", "--out", str(kernels.RESULTS)])
-    assert "never writes into" in capsys.readouterr().err
+    assert "may not replace the committed results" in capsys.readouterr().err
 
 
 def test_one_op_and_backend_by_name(capsys):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
 import pathlib
 import sys
 import time
@@ -209,8 +208,8 @@ def score(case: dict, gbps: float | None) -> None:
     if case["fastest_peer"] is not None:
         case["speedup_vs_fastest_peer"] = round(t[case["fastest_peer"]].median_ms / min(best, t["auto"].median_ms), 3)
     if gbps:
-        case["floor_ms"] = round(traffic.floor_ms(case["bytes"], gbps), 4)
-        case["achieved_gbps"] = {n: round(traffic.achieved_gbps(case["bytes"], t[n].median_ms), 2) for n in t}
+        case["floor_ms"] = float(f"{traffic.floor_ms(case['bytes'], gbps):.4g}")
+        case["achieved_gbps"] = {n: float(f"{traffic.achieved_gbps(case['bytes'], t[n].median_ms):.4g}") for n in t}
 
 
 def run(args) -> dict:
