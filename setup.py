@@ -13,4 +13,5 @@ for package, folder in MAPPED_DIRS.items():
     packages.append(package)
     packages += [f"{package}.{sub}" for sub in find_packages(where=folder)]
 
-setup(packages=packages, package_dir=MAPPED_DIRS)
+# the CPU cost model's committed constants (backends/cost_constants_cpu.json) ship with the package
+setup(packages=packages, package_dir=MAPPED_DIRS, package_data={"unigraph.backends": ["*.json"]})

@@ -37,7 +37,8 @@ backend by name (``--ops u_mul_e/sum --backends numba``).
     python benchmarks/kernels.py --out benchmarks/results  # the full run (5,000 nodes; ~10 min on 2 cores)
     python benchmarks/kernels.py --quick              # a smoke run in seconds (into benchmarks/results/scratch)
     python benchmarks/kernels.py --ops u_mul_e/sum --backends numba --peers dgl  # one op, one backend, DGL
-    python benchmarks/kernels.py --fit benchmarks/results/kernels_cpu*.json  # cost-model constants
+    python benchmarks/kernels.py --fit           # refit the CPU cost model to the committed results, compare
+    python benchmarks/kernels.py --fit --commit  # ... and rewrite backends/cost_constants_cpu.json
 """
 from __future__ import annotations
 
@@ -67,8 +68,9 @@ from benchmarks.environment import set_threads, synchronize, versions  # noqa: E
 from benchmarks.peers import load_dgl  # noqa: E402
 from unigraph import backends as registry  # noqa: E402
 from unigraph.backends.base import Request  # noqa: E402
-from unigraph.benchmarking import bandwidth, environment, op_cases, traffic  # noqa: E402
-from unigraph.benchmarking.output import write_json  # noqa: E402
+from unigraph.backends import cost_model  # noqa: E402
+from unigraph.benchmarking import bandwidth, cost_fit, environment, graph_source, op_cases, traffic  # noqa: E402
+from unigraph.benchmarking.output import write_json, write_text  # noqa: E402
 from unigraph.benchmarking.timing import interleaved  # noqa: E402
 from unigraph.data import rmat  # noqa: E402
 
@@ -116,17 +118,7 @@ def message_width(op: str, width: int) -> int:
 
 def op_request(op: str, width: int, device: torch.device) -> Request:
     """The request the ops front door builds for a case (what the cost model sees)."""
-    heads = max(1, width // HEAD_WIDTH)
-    if op.startswith(("copy_u", "u_mul_e")):
-        name, reduce = op.split("/")
-        return Request("gspmm", name, reduce, width, torch.float32, device)
-    if op == "u_dot_v":
-        return Request("gsddmm", "dot", None, width, torch.float32, device)
-    if op == "u_add_v":
-        return Request("gsddmm", "add", None, width, torch.float32, device)
-    if op == "edge_softmax":
-        return Request("edge_softmax", "softmax", None, heads, torch.float32, device)
-    return Request("gat_attention", "gat", None, width, torch.float32, device)
+    return op_cases.request_of(op, width, max(1, width // HEAD_WIDTH), device)
 
 
 # ====================================================================== implementations
@@ -292,7 +284,7 @@ def run_benchmark(args) -> dict:
     result = {"machine": machine(device), "versions": versions(), "environment": env, "bandwidth": measured,
               "bandwidth_gbps_used": gbps,
               "settings": {"nodes": args.nodes, "degrees": args.degrees, "widths": args.widths, "ops": args.ops,
-                           "modes": args.modes, "graphs": args.graphs, "budget_elements": args.budget,
+                           "modes": args.modes, "graphs": args.sources or args.graphs, "budget_elements": args.budget,
                            "repeats": args.repeats, "min_run_ms": args.min_run_ms,
                            "quick": args.quick, "command": env["command"]},
               "implementations": {"unigraph": backends, "auto": ["auto"], "peers": peers},
@@ -301,34 +293,45 @@ def run_benchmark(args) -> dict:
               "cases": [], "skipped": []}
     began = time.perf_counter()
     warm_up(args, backends, peers, dgl_module)
-    for kind in args.graphs:
-        for degree in args.degrees:
-            g = make_graph(kind, args.nodes, degree).to(device).prepare()
-            peer_graph = PeerGraph(g, device, dgl_module)
-            for op in args.ops:
-                for width in args.widths:
-                    stats = g.stats()
-                    base = {"op": op, "graph": kind, "degree": degree, "nodes": stats.num_dst_nodes,
-                            "edges": stats.num_edges, "max_in_degree": stats.max_in_degree,
-                            "cv_in_degree": round(stats.cv_in_degree, 3), "width": width}
-                    elements = stats.num_edges * message_width(op, width)
-                    if elements > args.budget:
-                        reason = f"E x width = {elements:,} elements > budget {args.budget:,}"
-                        result["skipped"] += [{**base, "mode": mode, "reason": reason} for mode in args.modes]
-                        continue
-                    inputs = make_inputs(op, g, width, device)
-                    auto_choice = op_cases.explain(op, g, inputs.leaves).backend
-                    for mode in args.modes:
-                        case = {**base, "mode": mode, "auto_choice": auto_choice,
-                                **measure_case(args, g, peer_graph, op, width, inputs, mode, backends, peers)}
-                        _score(case, backends, peers)
-                        _bandwidth(case, g, op, width, mode, result["bandwidth_gbps_used"])
-                        result["cases"].append(case)
-                        print(_progress_line(case), flush=True)
+    for kind, degree, g in graphs(args):
+        g = g.to(device).prepare()
+        peer_graph = PeerGraph(g, device, dgl_module)
+        for op in args.ops:
+            for width in args.widths:
+                stats = g.stats()
+                base = {"op": op, "graph": kind, "degree": degree, "nodes": stats.num_dst_nodes,
+                        "edges": stats.num_edges, "max_in_degree": stats.max_in_degree,
+                        "cv_in_degree": round(stats.cv_in_degree, 3), "width": width}
+                elements = stats.num_edges * message_width(op, width)
+                if elements > args.budget:
+                    reason = f"E x width = {elements:,} elements > budget {args.budget:,}"
+                    result["skipped"] += [{**base, "mode": mode, "reason": reason} for mode in args.modes]
+                    continue
+                inputs = make_inputs(op, g, width, device)
+                auto_choice = op_cases.explain(op, g, inputs.leaves).backend
+                for mode in args.modes:
+                    case = {**base, "mode": mode, "auto_choice": auto_choice,
+                            **measure_case(args, g, peer_graph, op, width, inputs, mode, backends, peers)}
+                    _score(case, backends, peers)
+                    _bandwidth(case, g, op, width, mode, result["bandwidth_gbps_used"])
+                    result["cases"].append(case)
+                    print(_progress_line(case), flush=True)
     result["duration_s"] = round(time.perf_counter() - began, 1)
     result["environment"] = environment.finish(env)
     result["loadavg_end"] = result["environment"]["loadavg_end"]
     return result
+
+
+def graphs(args):
+    """``(kind, degree, graph)`` of every graph of the run, built one at a time."""
+    if args.sources:
+        for source in args.sources:
+            loaded = graph_source.load(source)
+            yield loaded.name, round(loaded.graph.num_edges / max(1, loaded.graph.num_dst_nodes), 1), loaded.graph
+        return
+    for kind in args.graphs:
+        for degree in args.degrees:
+            yield kind, degree, make_graph(kind, args.nodes, degree)
 
 
 def warm_up(args, backends: list[str], peers: list[str], dgl_module) -> None:
@@ -538,17 +541,19 @@ def write_plot(result: dict, path: pathlib.Path) -> None:
     mode = "fwd+bwd" if "fwd+bwd" in result["settings"]["modes"] else result["settings"]["modes"][0]
     impls = result["implementations"]["unigraph"] + ["auto"] + result["implementations"]["peers"]
     ops_here = result["settings"]["ops"]
+    kinds = list(dict.fromkeys(c["graph"] for c in result["cases"]))  # uniform, rmat, or the --sources
+    styles = dict(zip(kinds, ["-", ":", "--", "-.", (0, (1, 3)), (0, (5, 5))] * len(kinds)))
     cols = 4
     rows = math.ceil(len(ops_here) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     for ax, op in zip(axes.flat, ops_here):
         for impl in impls:
-            for kind, style in (("uniform", "-"), ("rmat", ":")):
+            for kind, style in styles.items():
                 points = sorted((c["degree"], c["timings_ms"][impl]) for c in result["cases"]
                                 if c["op"] == op and c["graph"] == kind and c["width"] == width
                                 and c["mode"] == mode and impl in c["timings_ms"])
                 if points:
-                    ax.plot(*zip(*points), style, marker="o", markersize=3, label=impl if kind == "uniform" else None,
+                    ax.plot(*zip(*points), style, marker="o", markersize=3, label=impl if kind == kinds[0] else None,
                             color=_color(impls, impl), linewidth=2.2 if impl == "auto" else 1.2)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -559,9 +564,10 @@ def write_plot(result: dict, path: pathlib.Path) -> None:
     for ax in list(axes.flat)[len(ops_here):]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
-    fig.suptitle(f"{mode}, F = {width}, {result['settings']['nodes']:,} nodes ({result['machine']['device']}); "
-                 "solid: uniform, dotted: R-MAT", fontsize=11)
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    lines = ", ".join(f"{kind}: {style if isinstance(style, str) else 'dots'}" for kind, style in styles.items())
+    fig.suptitle(f"{mode}, F = {width}, by mean in-degree ({result['machine']['device']}); {lines}", fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -573,51 +579,25 @@ def _color(impls: list[str], impl: str):
 
 
 # ====================================================================== fitting the cost model
-FIT_FAMILIES = {  # benchmark op -> cost-model family it calibrates
-    "copy_u/sum": "spmm_sum", "u_mul_e/sum": "spmm_sum", "copy_u/mean": "spmm_sum",
-    "copy_u/max": "spmm_extreme", "u_add_v": "sddmm", "u_dot_v": "sddmm", "edge_softmax": "edge_softmax", "gat": "gat_attention"}
-
-
-def fit(result: dict) -> dict[str, dict[str, list[float]]]:
-    """Least-squares constants ``[launch_us, edge_ns, index_ns, node_ns]`` per backend and family
-    from the forward timings (fastest runs), minimizing relative error, non-negative (scipy's nnls).
-
-    u_dot_v fits with u_add_v: the cost model sees dot's input width (the elements it
-    multiplies), the same axis as the other g-SDDMMs. The torch-native peer is
-    fitted too: its rates are those of the scatter backend without torch-scatter."""
-    import numpy as np
-    from scipy.optimize import nnls
-    fitted: dict[str, dict[str, list[float]]] = {}
-    device = torch.device(result["machine"]["device"])
-    peers = [p for p in ("torch_native",) if p in result["implementations"]["peers"]]
-    for backend in result["implementations"]["unigraph"] + peers:
-        for family in sorted(set(FIT_FAMILIES.values())):
-            rows, target = [], []
-            for c in result["cases"]:
-                if c["mode"] != "fwd" or FIT_FAMILIES.get(c["op"]) != family or backend not in c["timings_ms"]:
-                    continue
-                width = op_request(c["op"], c["width"], device).feature_width
-                t_us = c["timings_ms"][backend] * 1e3
-                rows.append([1.0, c["edges"] * width / 1e3, c["edges"] / 1e3, c["nodes"] * width / 1e3])
-                target.append(t_us)
-            if len(rows) < 4:
-                continue
-            a, b = np.array(rows), np.array(target)
-            coef, _ = nnls(a / b[:, None], np.ones_like(b))
-            errors = np.abs(a @ coef / b - 1)
-            fitted.setdefault(backend, {})[family] = [round(float(x), 4) for x in coef] + [
-                round(float(np.median(errors)), 3), len(rows)]
-    return fitted
-
-
-def print_fit(fitted: dict) -> None:
-    print("# LinearCost(launch_us, edge_ns, index_ns, node_ns)   median |relative error|, cases")
-    for backend, families in fitted.items():
-        print(f'"{backend}": {{')
-        for family, (launch, edge, index, node, err, count) in families.items():
-            print(f'    "{family}": LinearCost({launch}, {edge}, {index}, {node}),'
-                  f'  # {err:.0%} median error, {count} cases')
-        print("},")
+def refit(paths: list[str], commit: bool) -> None:
+    """Constants fitted to ``paths`` (default: the committed fit set); compared with the committed
+    file, which only ``--commit`` (with the default fit set) rewrites."""
+    paths = paths or list(cost_fit.FIT_SET)
+    text = cost_fit.render(cost_fit.fit_constants(cost_fit.load_results(paths), paths))
+    committed = cost_model.CPU_CONSTANTS_PATH
+    if text == committed.read_text(encoding="utf-8"):
+        print(f"identical to the committed {committed.name}")
+        return
+    if commit:
+        if paths != list(cost_fit.FIT_SET):
+            raise SystemExit(f"--commit rewrites {committed} only from the committed fit set {cost_fit.FIT_SET}; "
+                             f"commit those results first")
+        write_text(committed, text)
+        print(f"wrote {committed}")
+        return
+    scratch = out_dir(argparse.Namespace(out=None, quick=False)) / committed.name
+    write_text(scratch, text)
+    print(f"differs from the committed {committed.name}: wrote {scratch} (--commit replaces the committed file)")
 
 
 # ====================================================================== command line
@@ -642,8 +622,13 @@ def parse_args(argv=None):
                         help="batch short calls until one run takes this long (default 20)")
     add_out_argument(parser)
     parser.add_argument("--name", help="file name stem of the outputs (default: kernels_<device>)")
-    parser.add_argument("--fit", type=pathlib.Path, nargs="+", metavar="RESULTS_JSON",
-                        help="print cost-model constants fitted to results files and exit")
+    parser.add_argument("--fit", nargs="*", metavar="RESULTS_JSON",
+                        help="fit the CPU cost-model constants (default: to the committed fit set) and compare them "
+                             "with backends/cost_constants_cpu.json, then exit")
+    parser.add_argument("--commit", action="store_true", help="with --fit: rewrite the committed constants")
+    parser.add_argument("--sources", nargs="+", metavar="GRAPH",
+                        help="time these graphs (anything `unigraph bench` reads: planetoid:cora:ROOT, "
+                             "arxiv_like:169343:13, a file) instead of --graphs x --degrees")
     args = parser.parse_args(argv)
     if args.backends is not None:
         unknown = sorted(set(args.backends) - set(registry.all_backends()) - {"auto"})
@@ -669,9 +654,7 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.fit is not None:
-        results = [json.loads(path.read_text()) for path in args.fit]
-        merged = {**results[0], "cases": [case for result in results for case in result["cases"]]}
-        print_fit(fit(merged))
+        refit(args.fit, args.commit)
         return
     result = run_benchmark(args)
     stem = args.name or f"kernels_{torch.device(args.device).type}"

@@ -13,6 +13,8 @@ Sources (the format is recognized from the file's first bytes, not its name):
 * a DGL graph file (``dgl.save_graphs``; DGL's own binary format, no pickle): needs DGL importable.
 * a generator spec: ``rmat:N:DEG``, ``uniform:N:DEG`` or ``arxiv_like:N:DEG`` (N nodes, N x DEG
   edges; ``arxiv_like`` draws N x DEG / 2 undirected pairs), with an optional ``:SEED``.
+* a real citation graph: ``planetoid:NAME:ROOT`` (Cora, CiteSeer or PubMed from the folder ROOT of
+  Planetoid's raw ``ind.<name>.*`` files, read by :func:`unigraph.data.Planetoid`).
 
 Bounds: the file size (``max_file_bytes``), the edge count (``max_edges``) and node count
 (``max_nodes``) are checked before large allocations; every error names the file and the problem.
@@ -50,7 +52,24 @@ class Loaded:
     description: str  # what was read or generated, for the report
 
 
-# ---------------------------------------------------------------------- generator specs
+# ---------------------------------------------------------------------- specs
+def planetoid(spec: str) -> Loaded:
+    """``planetoid:NAME:ROOT``: the graph of a Planetoid dataset (both directions of every edge)."""
+    parts = spec.split(":", 2)
+    if len(parts) != 3 or not parts[1] or not parts[2]:
+        raise GraphSourceError(f"{spec!r}: a Planetoid spec is planetoid:NAME:ROOT, e.g. "
+                               "planetoid:cora:../shared/datasets/planetoid/raw")
+    from unigraph.data import Planetoid
+    try:
+        ds = Planetoid(parts[2], parts[1])
+    except (FileNotFoundError, ValueError) as err:  # missing, unknown name, damaged file (DataFileError)
+        raise GraphSourceError(f"{spec!r}: {err}") from err
+    graph = ds.graph
+    return Loaded(graph, parts[1].lower(), f"Planetoid {ds.name} from {parts[2]}: {graph.num_src_nodes:,} nodes, "
+                                           f"{graph.num_edges:,} directed edges")
+
+
+
 def parse_spec(spec: str, max_edges: int = MAX_EDGES) -> tuple[str, int, int, int]:
     """``(generator, nodes, degree, seed)`` of ``NAME:N:DEG[:SEED]``; GraphSourceError if malformed."""
     parts = spec.split(":")
@@ -265,6 +284,8 @@ def _read_dgl(path, max_edges: int, max_nodes: int) -> Graph:
 def load(source: str, *, max_file_bytes: int = MAX_FILE_BYTES, max_edges: int = MAX_EDGES,
          max_nodes: int = MAX_NODES) -> Loaded:
     """The graph at ``source`` (a file, see the module docstring) or generated from a spec."""
+    if source.startswith("planetoid:"):
+        return planetoid(source)
     path = pathlib.Path(source)
     if not path.exists():
         if ":" in source:

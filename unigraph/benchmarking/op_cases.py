@@ -37,6 +37,7 @@ from torch import Tensor
 
 import unigraph
 from unigraph import ops
+from unigraph.backends.base import Request
 from unigraph.benchmarking import traffic
 
 OPS = ("copy_u/sum", "copy_u/mean", "copy_u/max", "u_mul_e/sum", "u_dot_v", "u_add_v", "edge_softmax", "gat")
@@ -55,6 +56,21 @@ def _check(op: str, width: int, heads: int) -> None:
         raise ValueError(f"heads must be an int >= 1, got {heads!r}")
     if op == "gat" and width % heads:
         raise ValueError(f"gat needs width divisible by heads (heads x head width), got width {width}, heads {heads}")
+
+
+def request_of(op: str, width: int, heads: int, device: torch.device | str = "cpu") -> Request:
+    """The request the ops front door builds for a case: what the selector and its cost model see
+    (``feature_width`` is the elements per output row; for dot, per row before the sum)."""
+    _check(op, width, heads)
+    device = torch.device(device)
+    if op.startswith(("copy_u", "u_mul_e")):
+        name, reduce = op.split("/")
+        return Request("gspmm", name, reduce, width, torch.float32, device)
+    if op in ("u_dot_v", "u_add_v"):
+        return Request("gsddmm", "dot" if op == "u_dot_v" else "add", None, width, torch.float32, device)
+    if op == "edge_softmax":
+        return Request("edge_softmax", "softmax", None, heads, torch.float32, device)
+    return Request("gat_attention", "gat", None, width, torch.float32, device)
 
 
 def make_inputs(op: str, g: unigraph.Graph, width: int, heads: int, device: torch.device | str = "cpu",

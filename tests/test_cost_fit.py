@@ -1,0 +1,62 @@
+"""The CPU cost model's constants are what the committed measurements give, and its choices are scored
+on cases the fit never saw (unigraph.benchmarking.cost_fit)."""
+import json
+
+import pytest
+
+from unigraph.backends import cost_model
+from unigraph.benchmarking import cost_fit
+
+pytest.importorskip("scipy", reason="the fit uses scipy's nnls (test extra)")
+
+
+def test_refit_from_the_committed_measurements_gives_the_committed_constants_exactly():
+    committed = cost_model.CPU_CONSTANTS_PATH.read_text(encoding="utf-8")
+    assert cost_fit.refit_committed() == committed, (
+        "backends/cost_constants_cpu.json is not what the committed kernel results give: "
+        "run `python benchmarks/kernels.py --fit --commit`")
+
+
+def test_the_model_uses_every_row_of_the_file_and_each_says_where_it_comes_from():
+    rows = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())["rows"]
+    for backend, families in rows.items():
+        for family, row in families.items():
+            assert row["source"].startswith(("fit: ", "derived: ")), (backend, family)
+            if backend == "sparse_native":
+                continue
+            cost = cost_model.CPU_COSTS[backend][family]
+            assert (cost.launch_us, cost.edge_ns, cost.index_ns, cost.node_ns) == tuple(row[k] for k in cost_fit.COLUMNS)
+    # the measured core: every unigraph backend's measured families are fits, not derivations
+    for backend in ("scatter", "sparse", "numba"):
+        for family in ("spmm_sum", "spmm_extreme", "sddmm", "edge_softmax", "gat_attention"):
+            assert rows[backend][family]["source"].startswith("fit: ")
+    assert cost_model.SPARSE_EXTREME_WITHOUT_TORCH_SPARSE.edge_ns == rows["sparse_native"]["spmm_extreme"]["edge_ns"]
+
+
+def _case(op, mode, times, auto, nodes=1000, edges=16000, width=64):
+    return {"op": op, "mode": mode, "timings_ms": times, "auto_choice": auto, "nodes": nodes, "edges": edges,
+            "width": width}
+
+
+def test_regret_is_the_chosen_time_over_the_fastest_candidate():
+    cases = [_case("copy_u/sum", "fwd", {"a": 2.0, "b": 1.0}, "a"),
+             _case("copy_u/sum", "fwd", {"a": 1.0, "b": 4.0}, "a"),
+             _case("copy_u/sum", "fwd", {"a": 1.0}, "a")]  # b missing: not scored
+    summary = cost_fit.score(cases, ["a", "b"])["fwd"]
+    assert summary["auto (as run)"] == {"cases": 2, "geomean_regret": round(2 ** 0.5, 3), "max_regret": 2.0,
+                                        "within_1.1x": 0.5}
+    assert summary["always b"]["max_regret"] == 4.0 and summary["always a"]["geomean_regret"] == round(2 ** 0.5, 3)
+
+
+def test_model_choice_follows_the_constants():
+    rows = {"x": {"spmm_sum": dict(launch_us=1.0, edge_ns=1.0, index_ns=0.0, node_ns=0.0)},
+            "y": {"spmm_sum": dict(launch_us=100.0, edge_ns=0.0, index_ns=0.0, node_ns=0.0)}}
+    small, large = _case("copy_u/sum", "fwd", {}, None, edges=10), _case("copy_u/sum", "fwd", {}, None, edges=10**6)
+    assert cost_fit.model_choice(rows, small, ["x", "y"]) == "x"
+    assert cost_fit.model_choice(rows, large, ["x", "y"]) == "y"
+
+
+def test_crossval_scores_held_out_graphs_from_the_committed_run():
+    text = cost_fit.crossval()
+    assert "fitted on uniform (+ tiny), scored on rmat" in text and "without numba" in text
+    assert "| fwd | cost model | 99 |" in text

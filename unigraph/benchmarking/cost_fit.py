@@ -1,0 +1,258 @@
+"""Fitting the CPU cost model behind ``auto`` to kernel-suite measurements, and scoring its choices.
+
+The committed constants (``backends/cost_constants_cpu.json``, read by
+:mod:`unigraph.backends.cost_model`) are exactly what :func:`fit_constants` computes from the
+committed fit set, :data:`FIT_SET`; ``tests/test_cost_fit.py`` refits and compares. Regenerate them
+after a new kernel run with ``python benchmarks/kernels.py --fit`` (prints and compares) and
+``--fit --commit`` (rewrites the committed file).
+
+How a row is fitted: every forward case of a backend and op family (:data:`FIT_FAMILIES`) gives
+one equation ``launch + edge E F + index E + node N F = t`` (rates per thousand elements, times in
+microseconds); the constants minimize the *relative* error over the cases, non-negative (scipy's
+``nnls`` on the rows divided by ``t``), rounded to 4 significant digits. A backend-family pair
+with fewer than :data:`MIN_CASES` cases is not fitted.
+
+Rows no measurement covers are *derived* from fitted rows by the rules in :func:`_derive`
+(named estimates such as :data:`ELEMENTWISE_NS` are written beside them in the JSON), so the file
+says for every number whether it was measured or estimated.
+
+Scoring (:func:`score`): for every case and mode of a results file, the regret of a policy is
+the time of the backend it picks over the fastest candidate backend's, both from the same run.
+Policies: ``auto`` as the run recorded it, the cost model with given constants (``model``), and
+every "always X". ``python -m unigraph.benchmarking.cost_fit --crossval`` fits on one graph kind
+of the committed fit set and scores on the other (no new measurement needed);
+``--score RESULTS_JSON`` scores a held-out run (``benchmarks/results/selector_heldout_cpu.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import pathlib
+import statistics
+import types
+
+import torch
+
+from unigraph.backends import cost_model
+from unigraph.benchmarking.op_cases import request_of
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIT_SET = ("benchmarks/results/kernels_cpu.json", "benchmarks/results/kernels_cpu_tiny.json")
+FIT_MODE = "fwd"
+HEAD_WIDTH = 16  # the kernel suite's GAT-shaped cases: width // 16 heads
+MIN_CASES = 4
+SIGNIFICANT = 4
+# benchmark op -> cost-model family it calibrates
+FIT_FAMILIES = {"copy_u/sum": "spmm_sum", "u_mul_e/sum": "spmm_sum", "copy_u/mean": "spmm_sum",
+                "copy_u/max": "spmm_extreme", "u_add_v": "sddmm", "u_dot_v": "sddmm",
+                "edge_softmax": "edge_softmax", "gat": "gat_attention"}
+# Estimates used by the derived rows (not measured; see _derive):
+ELEMENTWISE_NS = 0.4  # one more E x F elementwise torch pass (read + write float32 at 2 threads)
+ARG_PASS_NS = 2.0     # torch-native max/min's arg-extreme pass for backward: ~4 E x F passes at ~0.5 ns
+PEER_ROWS = {"torch_native": "scatter_native"}  # peer of the suite -> the backend variant it stands for
+COLUMNS = ("launch_us", "edge_ns", "index_ns", "node_ns")
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.{SIGNIFICANT}g}") if x else 0.0
+
+
+def sha256(path: pathlib.Path) -> str:
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def case_width(case: dict) -> int:
+    """The feature width the cost model sees for a kernel-suite case."""
+    return request_of(case["op"], case["width"], max(1, case["width"] // HEAD_WIDTH)).feature_width
+
+
+def _features(case: dict) -> list[float]:
+    width = case_width(case)
+    return [1.0, case["edges"] * width / 1e3, case["edges"] / 1e3, case["nodes"] * width / 1e3]
+
+
+def fit_row(cases: list[dict], impl: str, family: str) -> dict | None:
+    """The constants of one backend and family, with their median relative error and case count."""
+    import numpy as np
+    from scipy.optimize import nnls
+    rows, target = [], []
+    for c in cases:
+        if c["mode"] == FIT_MODE and FIT_FAMILIES.get(c["op"]) == family and impl in c["timings_ms"]:
+            rows.append(_features(c))
+            target.append(c["timings_ms"][impl] * 1e3)
+    if len(rows) < MIN_CASES:
+        return None
+    a, b = np.array(rows), np.array(target)
+    coef, _ = nnls(a / b[:, None], np.ones_like(b))
+    coef = [_round(float(x)) for x in coef]
+    error = float(np.median(np.abs(a @ np.array(coef) / b - 1)))
+    return {**dict(zip(COLUMNS, coef)), "source": f"fit: {len(rows)} {FIT_MODE} cases, median |relative error| "
+                                                  f"{error:.0%}"}
+
+
+def _derived(base: dict, note: str, **changes) -> dict:
+    row = {k: base[k] for k in COLUMNS}
+    row.update({k: _round(v) for k, v in changes.items()})
+    return {**row, "source": f"derived: {note}"}
+
+
+def _derive(rows: dict) -> None:
+    """Rows no suite case measures, from fitted rows plus the named estimates (in place)."""
+    for name in ("scatter", "scatter_native"):
+        if name in rows:
+            s = rows[name]["spmm_sum"]
+            rows[name]["spmm_binary"] = _derived(s, f"{name} spmm_sum + one elementwise E x F pass "
+                                                    f"(ELEMENTWISE_NS {ELEMENTWISE_NS}, estimate)",
+                                                 edge_ns=s["edge_ns"] + ELEMENTWISE_NS)
+    sp = rows["sparse"]
+    sp["spmm_binary"] = _derived(sp["spmm_sum"], "sparse spmm_sum's launch; segment path: sparse sddmm's gather "
+                                                 f"+ one elementwise pass (ELEMENTWISE_NS {ELEMENTWISE_NS}, estimate)",
+                                 edge_ns=sp["sddmm"]["edge_ns"] + ELEMENTWISE_NS)
+    nb = rows["numba"]
+    nb["spmm_binary"] = _derived(nb["spmm_sum"], "numba spmm_sum; the generic-offset kernel at numba sddmm's rate",
+                                 edge_ns=nb["sddmm"]["edge_ns"])
+    if "scatter_native" in rows:
+        native, scatter = rows["scatter_native"], rows["scatter"]
+        for family in list(native):
+            note = "torch-native peer fit (same torch calls minus unigraph's dispatch); scatter's launch"
+            changes = {"launch_us": scatter[family]["launch_us"]}
+            if family in ("spmm_extreme", "edge_softmax", "gat_attention"):
+                note += f" + the arg-extreme pass (ARG_PASS_NS {ARG_PASS_NS}, estimate)"
+                changes["edge_ns"] = native[family]["edge_ns"] + ARG_PASS_NS
+            native[family] = _derived(native[family], note, **changes)
+        native["sddmm"] = _derived(scatter["sddmm"], "the same code as scatter's sddmm")
+    extreme = sp["spmm_extreme"]
+    rows["sparse_native"] = {"spmm_extreme": _derived(
+        extreme, "without torch-sparse: sparse's segment path + the arg-extreme pass (estimate)",
+        index_ns=0.0, edge_ns=sp["spmm_binary"]["edge_ns"] + ARG_PASS_NS)}
+
+
+def fit_constants(results: list[dict], sources: list[str]) -> dict:
+    """The constants document for ``results`` (kernel-suite JSON) read from ``sources`` (paths)."""
+    cases = [c for r in results for c in r["cases"]]
+    peers = [p for p in PEER_ROWS if p in results[0]["implementations"]["peers"]]
+    rows: dict[str, dict] = {}
+    for impl in results[0]["implementations"]["unigraph"] + peers:
+        fitted = {f: fit_row(cases, impl, f) for f in sorted(set(FIT_FAMILIES.values()))}
+        fitted = {f: row for f, row in fitted.items() if row is not None}
+        if fitted:
+            rows[PEER_ROWS.get(impl, impl)] = fitted
+    _derive(rows)
+    rows = {name: dict(sorted(families.items())) for name, families in sorted(rows.items())}
+    return {
+        "about": "CPU cost-model constants LinearCost(launch_us, edge_ns, index_ns, node_ns) per backend and op "
+                 "family, generated by unigraph.benchmarking.cost_fit (python benchmarks/kernels.py --fit --commit); "
+                 "each row's source says whether it was fitted or derived",
+        "fitted_on": [{"file": s, "sha256": sha256(REPO_ROOT / s)} for s in sources],
+        "mode": FIT_MODE,
+        "machine": results[0]["machine"],
+        "estimates": {"ELEMENTWISE_NS": ELEMENTWISE_NS, "ARG_PASS_NS": ARG_PASS_NS},
+        "rows": rows,
+    }
+
+
+def render(document: dict) -> str:
+    return json.dumps(document, indent=1) + "\n"
+
+
+def load_results(paths) -> list[dict]:
+    return [json.loads((REPO_ROOT / p).read_text() if not pathlib.Path(p).is_absolute() else pathlib.Path(p).read_text())
+            for p in paths]
+
+
+def refit_committed() -> str:
+    """The committed constants file's text as the committed fit set gives it."""
+    return render(fit_constants(load_results(FIT_SET), list(FIT_SET)))
+
+
+# ---------------------------------------------------------------------- scoring
+def model_choice(rows: dict, case: dict, candidates: list[str]) -> str:
+    """The candidate a cost model with ``rows`` picks for a suite case (ties: candidate order)."""
+    stats = types.SimpleNamespace(num_src_nodes=case["nodes"], num_dst_nodes=case["nodes"], num_edges=case["edges"])
+    family = cost_model.op_family(request_of(case["op"], case["width"], max(1, case["width"] // HEAD_WIDTH)))
+    costs = {b: cost_model.LinearCost(**{k: rows[b][family][k] for k in COLUMNS}).us(stats, case_width(case))
+             for b in candidates if b in rows}
+    return min(costs, key=costs.get)
+
+
+def score(cases: list[dict], candidates: list[str], rows: dict | None = None) -> dict:
+    """Per mode and policy: cases, geometric-mean and worst regret, share within 1.1x of the best."""
+    policies: dict[str, callable] = {"auto (as run)": lambda c: c.get("auto_choice")}
+    if rows is not None:
+        policies["cost model"] = lambda c: model_choice(rows, c, candidates)
+    policies.update({f"always {b}": (lambda c, b=b: b) for b in candidates})
+    summary: dict = {}
+    for mode in sorted({c["mode"] for c in cases}):
+        for name, pick in policies.items():
+            regrets = []
+            for c in cases:
+                times = {b: c["timings_ms"][b] for b in candidates if b in c["timings_ms"]}
+                chosen = pick(c)
+                if c["mode"] != mode or len(times) < len(candidates) or chosen not in times:
+                    continue
+                regrets.append(times[chosen] / min(times.values()))
+            if regrets:
+                summary.setdefault(mode, {})[name] = {
+                    "cases": len(regrets),
+                    "geomean_regret": round(math.exp(statistics.fmean(math.log(r) for r in regrets)), 3),
+                    "max_regret": round(max(regrets), 2),
+                    "within_1.1x": round(sum(r <= 1.1 for r in regrets) / len(regrets), 3)}
+    return summary
+
+
+def markdown(summary: dict, title: str) -> str:
+    lines = [f"### {title}", "", "| mode | policy | cases | geomean regret | worst | within 1.1x |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for mode, policies in summary.items():
+        for name, s in policies.items():
+            lines.append(f"| {mode} | {name} | {s['cases']} | {s['geomean_regret']:.3f} | {s['max_regret']:.2f} | "
+                         f"{s['within_1.1x']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def crossval() -> str:
+    """Fit on one graph kind of the committed fit set (plus the tiny launch-cost run), score on the other."""
+    results = load_results(FIT_SET)
+    main, tiny = results[0], results[1:]
+    candidates = main["implementations"]["unigraph"]
+    out = []
+    for train, held in (("uniform", "rmat"), ("rmat", "uniform")):
+        train_result = {**main, "cases": [c for c in main["cases"] if c["graph"] == train]}
+        rows = fit_constants([train_result, *tiny], list(FIT_SET))["rows"]
+        held_cases = [c for c in main["cases"] if c["graph"] == held]
+        out += scored(held_cases, candidates, rows, f"fitted on {train} (+ tiny), scored on {held}")
+    return "\n".join(out)
+
+
+def scored(cases: list[dict], candidates: list[str], rows: dict | None, title: str) -> list[str]:
+    """Tables for every candidate, and without numba (an optional extra: then the model must
+    choose between the torch backends, where it is really tested; auto's recorded choice is
+    then not among the candidates and only the model is scored)."""
+    tables = [markdown(score(cases, candidates, rows), title)]
+    if "numba" in candidates and rows is not None:
+        rest = [b for b in candidates if b != "numba"]
+        tables.append(markdown(score(cases, rest, rows), f"{title}, without numba"))
+    return tables
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--crossval", action="store_true", help="fit on uniform, score on R-MAT, and back")
+    group.add_argument("--score", metavar="RESULTS_JSON", help="score auto, the committed model and always-X on a run")
+    args = parser.parse_args(argv)
+    if args.crossval:
+        print(crossval())
+        return
+    result = json.loads(pathlib.Path(args.score).read_text())
+    candidates = [b for b in result["implementations"]["unigraph"] if b in cost_model.CPU_COSTS]
+    rows = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())["rows"]
+    if torch.device(result["machine"]["device"]).type != "cpu":
+        rows = None  # the GPU model is not this file's
+    print("\n".join(scored(result["cases"], candidates, rows, args.score)))
+
+
+if __name__ == "__main__":
+    main()
