@@ -7,10 +7,15 @@ graph's signature (its node, edge and degree statistics, not its edge list: grap
 alike to the cost model share a measurement), the operator, reduce, output feature width,
 dtype and device.
 
-Each candidate runs the real call with the real tensors (gradients off): once to warm up, which
-absorbs one-time costs (imports, numba or Triton compilation, Triton's own autotuning), then
-``repeats`` times (default 3); its time is the median. Winners are kept in memory for the
-process. ``enable_disk_cache(path)`` (or ``UNIGRAPH_AUTOTUNE_CACHE=path``) also keeps them in a
+Each candidate runs the real call with the real tensors, and what training runs: when the call
+records gradients (grad mode on and an input that requires grad), forward *and* backward are
+timed (the backward with a ones gradient, stopping at the call's inputs: nothing accumulates into
+any ``.grad`` and nothing upstream of the call runs); otherwise the forward alone, under
+``no_grad``. Every candidate first runs once to warm up (imports, numba or Triton compilation,
+Triton's own autotuning, caches), then ``repeats`` rounds (default 3) run each candidate once, in
+an order rotated every round so a slow spell of the machine hits all alike; a candidate's time is
+its median. The measurement records what it timed (``fwd`` or ``fwd+bwd``). Winners are kept in
+memory for the process. ``enable_disk_cache(path)`` (or ``UNIGRAPH_AUTOTUNE_CACHE=path``) also keeps them in a
 JSON file, read at start and rewritten after each new measurement, so later processes skip the
 measurement; it is plain JSON (never pickle), one entry per kind with every candidate's time.
 
@@ -42,6 +47,7 @@ log = logging.getLogger("unigraph")
 class Measurement:
     winner: str
     timings_us: dict[str, float]  # median per candidate
+    timed: str = "fwd"            # "fwd" or "fwd+bwd"
 
 
 def signature(stats, request: Request) -> str:
@@ -62,18 +68,89 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_call_us(run: Callable[[], object], device: torch.device, repeats: int) -> float:
-    """Median wall time of ``run()`` in microseconds, after one warm-up call."""
-    with torch.no_grad():
-        run()
-        _synchronize(device)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
+def _tensors(out) -> list[torch.Tensor]:
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    return [t for t in items if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _input_edges(outputs: list[torch.Tensor], before: int) -> list:
+    """The gradient edges where the autograd graph of the call meets what existed before it:
+    nodes made by the call have sequence numbers above ``before``; a leaf's accumulator, or an
+    older node, is where the call's backward stops."""
+    from torch.autograd.graph import GradientEdge
+    edges, seen, stack = [], set(), [t.grad_fn for t in outputs]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for child, index in node.next_functions:
+            if child is None:
+                continue
+            if type(child).__name__ == "AccumulateGrad" or child._sequence_nr() <= before:
+                edges.append(GradientEdge(child, index))
+            else:
+                stack.append(child)
+    return edges
+
+
+def _sequence_marker() -> int:
+    """A sequence number no node made after this call can have (autograd numbers nodes in order)."""
+    with torch.enable_grad():
+        return torch.ones(1, requires_grad=True).mul(1).grad_fn._sequence_nr()
+
+
+def _forward(run: Callable[[], object]) -> Callable[[], None]:
+    def forward_only():
+        with torch.no_grad():
             run()
+    return forward_only
+
+
+def _forward_backward(run: Callable[[], object]) -> Callable[[], None]:
+    def forward_backward():
+        _backward(*_recorded(run))
+    return forward_backward
+
+
+def _recorded(run: Callable[[], object]) -> tuple[list[torch.Tensor], int]:
+    before = _sequence_marker()
+    return _tensors(run()), before
+
+
+def _backward(outputs: list[torch.Tensor], before: int) -> None:
+    """The call's own backward (ones gradient), stopping at its inputs."""
+    edges = _input_edges(outputs, before)
+    if edges:
+        torch.autograd.grad(outputs, edges, [torch.ones_like(t) for t in outputs])
+
+
+def time_candidates_us(trial: Callable[[str], object], candidates: list[str], device: torch.device,
+                       repeats: int) -> tuple[dict[str, float], str]:
+    """Median wall time in microseconds of each candidate, and what was timed (``fwd`` or
+    ``fwd+bwd``: the latter when the first warm-up call records gradients). Every candidate
+    warms up once, then ``repeats`` rounds run each once in an order rotated by the round."""
+    warmed = torch.is_grad_enabled()  # then the first candidate's warm-up runs here, recording
+    outputs, before = _recorded(lambda: trial(candidates[0])) if warmed else ([], 0)
+    timed = "fwd+bwd" if outputs else "fwd"
+    make = _forward_backward if outputs else _forward
+    steps = {name: make(lambda name=name: trial(name)) for name in candidates}
+    if outputs:
+        _backward(outputs, before)  # the first candidate's warm-up, completed
+    elif not warmed:
+        steps[candidates[0]]()
+    for name in candidates[1:]:
+        steps[name]()
+    _synchronize(device)
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for r in range(repeats):
+        shift = r % len(candidates)
+        for name in candidates[shift:] + candidates[:shift]:
+            start = time.perf_counter()
+            steps[name]()
             _synchronize(device)
-            times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
+            times[name].append((time.perf_counter() - start) * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}, timed
 
 
 class Tuner:
@@ -107,10 +184,11 @@ class Tuner:
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"{path} is not a unigraph auto-tune cache of format {FORMAT_VERSION} "
                              f"(found version {data.get('version')!r}); delete it or point to another file")
-        return {entry["kind"]: Measurement(entry["winner"], dict(entry["timings_us"])) for entry in data["entries"]}
+        return {entry["kind"]: Measurement(entry["winner"], dict(entry["timings_us"]), entry.get("timed", "fwd"))
+                for entry in data["entries"]}
 
     def _write(self) -> None:
-        entries = [{"kind": kind, "winner": m.winner, "timings_us": m.timings_us}
+        entries = [{"kind": kind, "winner": m.winner, "timings_us": m.timings_us, "timed": m.timed}
                    for kind, m in sorted(self._memory.items())]
         folder = os.path.dirname(os.path.abspath(self._path))
         os.makedirs(folder, exist_ok=True)
@@ -127,12 +205,14 @@ class Tuner:
 
     def measure(self, kind: str, candidates: list[str], trial: Callable[[str], object],
                 device: torch.device) -> Measurement:
-        """Time ``trial(name)`` for every candidate, remember and return the fastest."""
+        """Time ``trial(name)`` for every candidate (forward and backward when the call records
+        gradients), remember and return the fastest."""
         self._check_env()
-        timings = {name: time_call_us(lambda name=name: trial(name), device, self.repeats) for name in candidates}
-        measurement = Measurement(min(timings, key=timings.get), timings)
+        timings, timed = time_candidates_us(trial, candidates, device, self.repeats)
+        measurement = Measurement(min(timings, key=timings.get), timings, timed)
         self._memory[kind] = measurement
-        log.info("auto-tune measured %s: %s", kind, ", ".join(f"{n} {t:.0f} us" for n, t in timings.items()))
+        log.info("auto-tune measured %s (%s): %s", kind, measurement.timed,
+                 ", ".join(f"{n} {t:.0f} us" for n, t in timings.items()))
         if self._path is not None:
             self._write()
         return measurement
