@@ -240,3 +240,15 @@ def test_model_ops_are_the_ops_each_models_layer_calls(monkeypatch):
         called.clear()
         layer(g, x).sum().backward()
         assert called == set(op_cases.MODEL_OPS[model]), model
+
+
+@pytest.mark.dataset
+def test_planetoid_spec_reads_the_real_graph_and_names_bad_specs(planetoid_root, tmp_path):
+    cora = load(f"planetoid:cora:{planetoid_root}")
+    assert (cora.name, cora.graph.num_src_nodes, cora.graph.num_edges) == ("cora", 2708, 10556)
+    with pytest.raises(GraphSourceError, match="planetoid:NAME:ROOT"):
+        load("planetoid:cora")
+    with pytest.raises(GraphSourceError, match="unknown Planetoid dataset 'nope'"):
+        load(f"planetoid:nope:{planetoid_root}")
+    with pytest.raises(GraphSourceError, match="planetoid:cora:"):
+        load(f"planetoid:cora:{tmp_path}")  # no files there

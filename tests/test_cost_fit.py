@@ -60,3 +60,16 @@ def test_crossval_scores_held_out_graphs_from_the_committed_run():
     text = cost_fit.crossval()
     assert "fitted on uniform (+ tiny), scored on rmat" in text and "without numba" in text
     assert "| fwd | cost model | 99 |" in text
+
+
+def test_kernels_fit_reports_identical_and_run_all_refuses_to_overwrite(capsys):
+    import subprocess
+    import sys
+    sys.path.insert(0, str(cost_fit.REPO_ROOT))
+    from benchmarks import kernels
+    kernels.refit([], commit=False)
+    assert "identical to the committed cost_constants_cpu.json" in capsys.readouterr().out
+    script = str(cost_fit.REPO_ROOT / "benchmarks" / "run_all.sh")
+    for args in (["--quick", "--commit"], ["--quick", "--out", "x"], ["--commit", "--out", "x"], ["--bogus"]):
+        done = subprocess.run(["bash", script, *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "run_all.sh:" in done.stderr, (args, done.stderr)

@@ -212,15 +212,16 @@ def markdown(summary: dict, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def crossval() -> str:
-    """Fit on one graph kind of the committed fit set (plus the tiny launch-cost run), score on the other."""
-    results = load_results(FIT_SET)
+def crossval(paths=FIT_SET) -> str:
+    """Fit on one graph kind of the fit set (default: the committed one; the first file holds the
+    uniform and R-MAT cases, the others the tiny launch-cost run), score on the other."""
+    results = load_results(paths)
     main, tiny = results[0], results[1:]
     candidates = main["implementations"]["unigraph"]
     out = []
     for train, held in (("uniform", "rmat"), ("rmat", "uniform")):
         train_result = {**main, "cases": [c for c in main["cases"] if c["graph"] == train]}
-        rows = fit_constants([train_result, *tiny], list(FIT_SET))["rows"]
+        rows = fit_constants([train_result, *tiny], list(paths))["rows"]
         held_cases = [c for c in main["cases"] if c["graph"] == held]
         out += scored(held_cases, candidates, rows, f"fitted on {train} (+ tiny), scored on {held}")
     return "\n".join(out)
@@ -240,18 +241,26 @@ def scored(cases: list[dict], candidates: list[str], rows: dict | None, title: s
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--crossval", action="store_true", help="fit on uniform, score on R-MAT, and back")
+    group.add_argument("--crossval", nargs="*", metavar="RESULTS_JSON",
+                       help="fit on uniform, score on R-MAT, and back (default: the committed fit set)")
     group.add_argument("--score", metavar="RESULTS_JSON", help="score auto, the committed model and always-X on a run")
+    parser.add_argument("--write", type=pathlib.Path, metavar="MD", help="also write the tables to this file (atomically)")
     args = parser.parse_args(argv)
-    if args.crossval:
-        print(crossval())
-        return
-    result = json.loads(pathlib.Path(args.score).read_text())
+    text = crossval(args.crossval or FIT_SET) if args.crossval is not None else score_file(args.score)
+    print(text)
+    if args.write is not None:
+        from unigraph.benchmarking.output import write_text
+        write_text(args.write, text)
+
+
+def score_file(path: str) -> str:
+    """Tables scoring a kernel-suite run (held-out graphs) with the committed constants."""
+    result = json.loads(pathlib.Path(path).read_text())
     candidates = [b for b in result["implementations"]["unigraph"] if b in cost_model.CPU_COSTS]
     rows = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())["rows"]
     if torch.device(result["machine"]["device"]).type != "cpu":
         rows = None  # the GPU model is not this file's
-    print("\n".join(scored(result["cases"], candidates, rows, args.score)))
+    return "\n".join(scored(result["cases"], candidates, rows, path))
 
 
 if __name__ == "__main__":
