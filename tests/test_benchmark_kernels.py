@@ -11,6 +11,7 @@ import torch
 
 from conftest import REPO_ROOT
 from unigraph import backends as registry
+from unigraph.benchmarking import cost_fit
 
 SCRIPT = REPO_ROOT / "benchmarks" / "kernels.py"
 sys.path.insert(0, str(REPO_ROOT))
@@ -80,12 +81,10 @@ def test_fit_recovers_the_constants_that_generated_the_timings():
                            for b, c in truth.items()}
                 cases.append({"op": "copy_u/sum", "mode": "fwd", "edges": edges, "nodes": nodes, "width": width,
                               "timings_ms": timings})
-    result = {"machine": {"device": "cpu"}, "implementations": {"unigraph": list(truth), "peers": []}, "cases": cases}
-    fitted = kernels.fit(result)
     for backend, constants in truth.items():
-        got = fitted[backend]["spmm_sum"]
-        assert got[:4] == pytest.approx(constants, rel=1e-3, abs=1e-3)
-        assert got[4] < 1e-3 and got[5] == len(cases)
+        got = cost_fit.fit_row(cases, backend, "spmm_sum")
+        assert [got[k] for k in cost_fit.COLUMNS] == pytest.approx(constants, rel=1e-3, abs=1e-3)
+        assert got["source"] == f"fit: {len(cases)} fwd cases, median |relative error| 0%"
 
 
 def test_quick_runs_never_write_the_committed_results(capsys):
