@@ -7,7 +7,6 @@ import torch
 from torch import Tensor
 
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation
-from unigraph.hetero.inputs import check_hetero_graph
 from unigraph.message_passing.inputs import rows_prefix
 
 AGGREGATIONS = ("sum", "mean", "max", "min", "cat", None)
@@ -91,19 +90,30 @@ class HeteroConv(torch.nn.Module):
             if hasattr(conv, "reset_parameters"):
                 conv.reset_parameters()
 
-    def forward(self, hg: HeteroGraph, x_dict: Mapping[str, Tensor], **kwargs: Any) -> dict[str, Tensor]:
-        check_hetero_graph(hg, "HeteroConv")
-        if not isinstance(x_dict, Mapping):
-            raise TypeError(f"HeteroConv expects node features as a dict {{node_type: tensor}}, got "
-                            f"{type(x_dict).__name__}")
-        missing = [r for r in self.relations if r not in hg]
+    def forward(self, hg: HeteroGraph | Mapping[str, Tensor], x_dict: Mapping[str, Tensor] | Mapping[Relation, Any],
+                **kwargs: Any) -> dict[str, Tensor]:
+        """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict)``: then each relation's layer
+        is called in PyG's form, ``layer(x, edge_index_dict[relation])``, so a ``SparseTensor``'s
+        values reach it as they would in PyG (see :mod:`unigraph.nn.call_forms`)."""
+        from unigraph.nn import call_forms  # here: unigraph.nn imports this module
+        if call_forms.hetero_form("HeteroConv", hg, x_dict) == "dicts":
+            x_dict, adjacency = hg, x_dict
+            have = adjacency
+        else:
+            adjacency = None
+            have = hg
+            if not isinstance(x_dict, Mapping):
+                raise TypeError(f"HeteroConv expects node features as a dict {{node_type: tensor}}, got "
+                                f"{type(x_dict).__name__}")
+        missing = [r for r in self.relations if r not in have]
         if missing:
             raise ValueError(f"HeteroConv has layers for relations {missing} that the graph does not have "
-                             f"({hg.relations})")
+                             f"({list(have.relations if adjacency is None else have)})")
         for name, value in kwargs.items():
             if not name.endswith("_dict") or not isinstance(value, Mapping):
                 raise TypeError(f"HeteroConv passes extra arguments by relation: give {name}_dict={{relation: "
                                 f"value}} (a dict named ..._dict), got {name}={type(value).__name__}")
+        block = adjacency is None and hg.is_block  # a block's destinations: the first rows of their type
         outputs: dict[str, list[Tensor]] = {}
         for relation in self.relations:
             src_type, _, dst_type = relation
@@ -113,13 +123,13 @@ class HeteroConv(torch.nn.Module):
                 x = x_dict[src_type]
             else:
                 x_dst = x_dict.get(dst_type)
-                if x_dst is not None and hg.is_block:  # a block's destinations: the first rows of their type
+                if x_dst is not None and block:
                     x_dst = rows_prefix(x_dst, hg.num_dst_nodes(dst_type))
                 x = (x_dict[src_type], x_dst)
             extra = {name[:-5]: value[relation] for name, value in kwargs.items() if relation in value}
             conv = self.convs[_module_key(relation)]
             try:
-                out = conv(hg[relation], x, **extra)
+                out = conv(hg[relation], x, **extra) if adjacency is None else conv(x, adjacency[relation], **extra)
             except (TypeError, ValueError) as err:  # re-raised with the relation named, never swallowed
                 if type(err) not in (TypeError, ValueError):
                     raise

@@ -102,6 +102,14 @@ class RelationLayout:
             return Graph._trusted(rows, self.dst, sum(self.src_row_counts), self.dst_offsets[-1], True)
         return self._once("scatter", build)
 
+    def row_graph(self) -> Graph:
+        """Sources: rows ``(r, u)``; destinations: rows ``(r, v)``: per-relation messages of the
+        sources aggregated within each relation (any reduction), before the combine graph sums them."""
+        def build() -> Graph:
+            return Graph._trusted(self.scatter_graph().src, self.gather_graph().dst, sum(self.src_row_counts),
+                                  sum(self.dst_row_counts), True)
+        return self._once("row", build)
+
     # ------------------------------------------------------------------ per-row and per-edge values
     def src_row_nodes(self) -> Tensor:
         """The global source node of every source row ``(r, u)``."""

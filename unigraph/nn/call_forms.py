@@ -30,7 +30,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import weakref
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor
@@ -74,9 +74,12 @@ class Call:
 
 
 def resolve(who: str, first: Any, second: Any, *, size: Any = None, edge_weight: Tensor | None = None,
-            edge_attr: Tensor | None = None) -> Call:
+            edge_attr: Tensor | None = None, values: str = "edge_weight") -> Call:
     """The :class:`Call` for ``layer(first, second, ..., size=size, edge_weight=edge_weight)``;
-    ``edge_attr`` is only checked (a sparse adjacency has no edge order for it)."""
+    ``edge_attr`` is only checked (a sparse adjacency has no edge order for it). ``values`` says what
+    a sparse adjacency's values are: ``"edge_weight"`` (one float per edge, duplicates summed) or
+    ``"edge_type"`` (one relation id per edge, in the adjacency's storage order, nothing merged);
+    they come back as ``Call.edge_weight``."""
     if _is_graph_object(first):
         if size is not None:
             raise ValueError(f"{who}: size={size!r} belongs to the conv(x, edge_index) form; a graph object "
@@ -86,7 +89,7 @@ def resolve(who: str, first: Any, second: Any, *, size: Any = None, edge_weight:
         return Call(_graph_of(who, first), second, edge_weight, "graph", first)
     if _is_adjacency(second):
         _check_features(who, first)
-        graph, weights, form = _from_adjacency(who, first, second, size)
+        graph, weights, form = _from_adjacency(who, first, second, size, values)
         if edge_attr is not None and form != "edge_index":
             raise ValueError(f"{who} got edge_attr with a sparse adjacency, whose edges have no order the rows of "
                              "edge_attr could follow; pass edge_index as a [2, E] tensor (rows in its column order)")
@@ -109,6 +112,11 @@ def _is_pyg_data(obj: Any) -> bool:
 
 def _is_graph_object(obj: Any) -> bool:
     return isinstance(obj, Graph) or _is_dgl_graph(obj) or _is_pyg_data(obj)
+
+
+def is_graph_object(obj: Any) -> bool:
+    """Whether ``obj`` is a graph the graph form ``conv(g, x)`` takes (Graph, DGL graph, PyG Data)."""
+    return _is_graph_object(obj)
 
 
 def _is_sparse_tensor(obj: Any) -> bool:
@@ -162,17 +170,23 @@ _CACHE: collections.OrderedDict = collections.OrderedDict()
 def _cached(obj: Any, stamp: Any, key: tuple, build) -> Any:
     """``build()`` cached under ``(id(obj),) + key`` while ``obj`` is alive and its ``stamp`` (version
     counters) is unchanged; ``stamp`` None means it cannot be tracked: no caching."""
+    return _cached_all((obj,), stamp, key, build)
+
+
+def _cached_all(objs: tuple, stamp: Any, key: tuple, build) -> Any:
+    """:func:`_cached` for a value built from several objects (a dict of adjacencies): it hits only
+    while every one of them is alive, the same object, and ``stamp`` is unchanged."""
     if stamp is None:
         return build()
-    full_key = (id(obj),) + key
+    full_key = tuple(id(obj) for obj in objs) + key
     entry = _CACHE.get(full_key)
-    if entry is not None and entry[0]() is obj and entry[1] == stamp:
+    if entry is not None and all(ref() is obj for ref, obj in zip(entry[0], objs)) and entry[1] == stamp:
         _CACHE.move_to_end(full_key)
         return entry[2]
     value = build()
-    # the weak reference's callback drops the entry as soon as obj dies (so a reused id cannot hit)
-    ref = weakref.ref(obj, lambda _, k=full_key: _CACHE.pop(k, None))
-    _CACHE[full_key] = (ref, stamp, value)
+    # the weak references' callbacks drop the entry as soon as one object dies (so a reused id cannot hit)
+    refs = tuple(weakref.ref(obj, lambda _, k=full_key: _CACHE.pop(k, None)) for obj in objs)
+    _CACHE[full_key] = (refs, stamp, value)
     _CACHE.move_to_end(full_key)
     while len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -236,11 +250,12 @@ def _node_counts(who: str, x: Any, size: Any) -> tuple[tuple[int, int], bool]:
     return (x.shape[0], x.shape[0]), False
 
 
-def _from_adjacency(who: str, x: Any, adj: Any, size: Any) -> tuple[Graph, Tensor | None, str]:
+def _from_adjacency(who: str, x: Any, adj: Any, size: Any, values: str = "edge_weight"
+                    ) -> tuple[Graph, Tensor | None, str]:
     if _is_sparse_tensor(adj):
-        return _from_sparse_tensor(who, x, adj, size)
+        return _from_sparse_tensor(who, x, adj, size, values)
     if adj.layout in _SPARSE_LAYOUTS:
-        return _from_torch_sparse(who, x, adj, size)
+        return _from_torch_sparse(who, x, adj, size, values)
     counts, bipartite = _node_counts(who, x, size)
     return _edge_index_graph(who, adj, counts, bipartite), None, "edge_index"
 
@@ -267,7 +282,8 @@ def _adjacency_counts(who: str, x: Any, shape: tuple[int, int], size: Any) -> tu
     return (num_src, num_dst), isinstance(x, (tuple, list)) or num_src != num_dst
 
 
-def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any) -> tuple[Graph, Tensor | None, str]:
+def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any, values: str = "edge_weight"
+                        ) -> tuple[Graph, Tensor | None, str]:
     counts, bipartite = _adjacency_counts(who, x, tuple(adj.sizes()), size)
     storage = adj.storage
     value = storage.value()
@@ -277,24 +293,53 @@ def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any) -> tuple[Graph, T
 
     def build() -> tuple[Graph, Tensor | None]:
         dst, src = storage.row(), storage.col()
-        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, value)
-    graph, weights = _cached(adj, stamp, ("sparse_tensor", counts, bipartite), build)
+        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values)
+    graph, weights = _cached(adj, stamp, ("sparse_tensor", counts, bipartite, values), build)
     return graph, weights, "sparse_tensor"
 
 
-def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any) -> tuple[Graph, Tensor | None, str]:
+def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "edge_weight"
+                       ) -> tuple[Graph, Tensor | None, str]:
     if adj.dim() != 2 or adj.dense_dim() != 0:
         raise ValueError(f"{who}: a sparse adjacency must be a 2-D matrix adj_t[dst, src] with scalar values, got "
                          f"shape {list(adj.shape)}")
     counts, bipartite = _adjacency_counts(who, x, tuple(adj.shape), size)
 
     def build() -> tuple[Graph, Tensor | None]:
+        if values == "edge_type":  # relation ids: never summed, so the entries are read as stored
+            dst, src, value = _stored_entries(adj)
+            return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values)
         coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
         dst, src = coo.indices()
         return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, coo.values())
     stamp = None if adj.requires_grad else _version(adj)  # weights with a history: fresh each call
-    graph, weights = _cached(adj, stamp, ("torch_sparse", counts, bipartite), build)
+    graph, weights = _cached(adj, stamp, ("torch_sparse", counts, bipartite, values), build)
     return graph, weights, "torch_sparse"
+
+
+def _stored_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(row, col, value)`` of a torch sparse matrix in its storage order, duplicates kept."""
+    if adj.layout == torch.sparse_coo:
+        row, col = adj._indices()
+        return row, col, adj._values()
+    compressed, plain = ((adj.crow_indices(), adj.col_indices()) if adj.layout == torch.sparse_csr
+                         else (adj.ccol_indices(), adj.row_indices()))
+    repeated = torch.repeat_interleave(torch.arange(compressed.numel() - 1, device=adj.device), compressed.diff(),
+                                       output_size=plain.numel())
+    row, col = (repeated, plain) if adj.layout == torch.sparse_csr else (plain, repeated)
+    return row, col, adj.values()
+
+
+def _values(who: str, value: Tensor | None, kind: str) -> Tensor | None:
+    if kind == "edge_weight":
+        return _weights(who, value)
+    if value is None:
+        raise ValueError(f"{who}: a sparse adjacency given without edge_type must hold the relation id of each edge "
+                         "as its values (PyG's SparseTensor form); this one has no values")
+    if value.dim() != 1 or value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise ValueError(f"{who}: the sparse adjacency's values must be one integer relation id per edge, got "
+                         f"shape {list(value.shape)}, {value.dtype}")
+    return value
 
 
 def _weights(who: str, value: Tensor | None) -> Tensor | None:
@@ -304,3 +349,101 @@ def _weights(who: str, value: Tensor | None) -> Tensor | None:
         raise ValueError(f"{who}: the sparse adjacency's values must be one float per edge (edge weights), got "
                          f"shape {list(value.shape)}, {value.dtype}")
     return value
+
+
+# ---------------------------------------------------------------------- relation ids (R-GCN)
+def resolve_typed(who: str, first: Any, second: Any, edge_type: Any) -> tuple[Graph, Any, Any]:
+    """``(graph, x, edge_type)`` for R-GCN's forms: ``conv(g, x, edge_type)`` (any graph object),
+    ``conv(x, edge_index, edge_type)``, and ``conv(x, adj_t)`` with the relation ids as the values
+    of a ``SparseTensor`` (PyG's form) or of a torch sparse adjacency (in its storage order).
+    ``edge_type`` beside a sparse adjacency is refused: which id belongs to which entry would be a
+    guess. ``edge_type`` itself is checked by the layer."""
+    call = resolve(who, first, second, values="edge_type")
+    if call.form in ("sparse_tensor", "torch_sparse"):
+        if edge_type is not None:
+            raise ValueError(f"{who} got edge_type and a sparse adjacency, whose values are the relation ids; pass "
+                             "the ids as the adjacency's values, or edge_index as a [2, E] tensor with edge_type")
+        edge_type = call.edge_weight
+    return call.graph, call.x, edge_type
+
+
+# ---------------------------------------------------------------------- heterogeneous forms
+HETERO_FORMS = ("conv(hg, x_dict) with hg a unigraph.HeteroGraph; conv(x_dict, edge_index_dict) with x_dict "
+                "{node_type: tensor} and edge_index_dict {(src_type, name, dst_type): [2, E] integer tensor, "
+                "torch_sparse.SparseTensor or torch sparse adj_t[dst, src]}")
+
+
+def hetero_form(who: str, first: Any, second: Any) -> str:
+    """``"graph"`` for ``conv(hg, x_dict)``, ``"dicts"`` for PyG's ``conv(x_dict, edge_index_dict)``
+    (keys and adjacencies checked, every relation's node types present in ``x_dict``); anything
+    else is refused naming the accepted forms."""
+    from unigraph.hetero.graph import HeteroGraph, check_relation
+    if isinstance(first, HeteroGraph):
+        return "graph"
+    if not (isinstance(first, Mapping) and isinstance(second, Mapping)):
+        swapped = ": the graph and the features look swapped" if isinstance(second, HeteroGraph) else ""
+        raise TypeError(f"{who} cannot read its arguments ({_describe(first)}, {_describe(second)}){swapped}; "
+                        f"accepted forms: {HETERO_FORMS}")
+    if any(isinstance(key, tuple) for key in first) or any(isinstance(key, str) for key in second):
+        raise TypeError(f"{who}: x_dict and edge_index_dict look swapped (x_dict is keyed by node type, "
+                        f"edge_index_dict by (src_type, name, dst_type)); accepted forms: {HETERO_FORMS}")
+    for ntype, x in first.items():
+        if not isinstance(x, Tensor) or x.dim() == 0:
+            raise TypeError(f"{who}: x_dict[{ntype!r}] must be a tensor with one row per node, got {_describe(x)}")
+    for key, adj in second.items():
+        relation = check_relation(key)
+        if not _is_adjacency(adj):
+            raise TypeError(f"{who}: edge_index_dict[{relation}] must be a [2, E] integer tensor, a SparseTensor or "
+                            f"a torch sparse adj_t, got {_describe(adj)}{_hint(None, adj)}")
+        missing = [t for t in (relation[0], relation[2]) if t not in first]
+        if missing:
+            raise ValueError(f"{who}: x_dict has no features for {missing}, node types of {relation}; every node "
+                             "type of a relation needs its features (their rows are its node count)")
+        if _is_sparse_tensor(adj) or adj.layout in _SPARSE_LAYOUTS:
+            shape = tuple(adj.sizes()) if _is_sparse_tensor(adj) else tuple(adj.shape)
+            rows = (first[relation[2]].shape[0], first[relation[0]].shape[0])
+            if shape != rows:
+                raise ValueError(f"{who}: edge_index_dict[{relation}] has shape {list(shape)} but x_dict has "
+                                 f"{list(rows)} rows for it (adj_t is [num_dst_nodes, num_src_nodes])")
+    return "dicts"
+
+
+def hetero_graph(who: str, x_dict: Mapping[str, Tensor], edge_index_dict: Mapping[Any, Any]):
+    """The :class:`~unigraph.HeteroGraph` of PyG's ``(x_dict, edge_index_dict)``: node counts the
+    rows of ``x_dict``, each relation's edges from its adjacency (a sparse one's entries in storage
+    order, its values ignored). Cached on every adjacency's identity and in-place version."""
+    from unigraph.hetero.graph import HeteroGraph, check_relation
+    adjs = tuple(edge_index_dict.values())
+    relations = tuple(check_relation(key) for key in edge_index_dict)
+    counts = tuple((t, x.shape[0]) for t, x in x_dict.items())
+    stamps = tuple(_adjacency_stamp(adj) for adj in adjs)
+    stamp = None if None in stamps else stamps
+
+    def build():
+        edges = {relation: _edge_index_of(adj) for relation, adj in zip(relations, adjs)}
+        try:
+            return HeteroGraph(edges, num_nodes=dict(counts))
+        except (TypeError, ValueError) as err:  # the HeteroGraph names the problem; say who was called
+            raise type(err)(f"{who}: {err}") from None
+    return _cached_all(adjs, stamp, ("hetero", relations, counts), build)
+
+
+def _adjacency_stamp(adj: Any) -> Any:
+    if _is_sparse_tensor(adj):
+        storage = adj.storage
+        stamp = tuple(_version(t) for t in (storage.rowptr(), storage.col()))
+        return None if None in stamp else stamp
+    return _version(adj)
+
+
+def _edge_index_of(adj: Any) -> Tensor:
+    """``[2, E]`` (sources, destinations) of an adjacency; sparse ones are ``adj_t[dst, src]``, read
+    in storage order (duplicates kept, values ignored)."""
+    if _is_sparse_tensor(adj):
+        return torch.stack([adj.storage.col(), adj.storage.row()])
+    if adj.layout in _SPARSE_LAYOUTS:
+        if adj.dim() != 2:
+            raise ValueError(f"a sparse adjacency must be a 2-D matrix adj_t[dst, src], got shape {list(adj.shape)}")
+        dst, src, _ = _stored_entries(adj)
+        return torch.stack([src, dst])
+    return adj

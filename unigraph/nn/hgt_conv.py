@@ -12,9 +12,10 @@ from torch.nn import Parameter
 from unigraph import ops
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation, check_type_name
 from unigraph.hetero.grouped import block_segment_matmul
-from unigraph.hetero.inputs import TypedInputs, check_hetero_graph, relation_positions
+from unigraph.hetero.inputs import TypedInputs, relation_positions
 from unigraph.hetero.linear import TypedLinear
 from unigraph.hetero.relational import hetero_layout
+from unigraph.nn import call_forms
 from unigraph.nn.checks import check_positive
 
 
@@ -98,9 +99,12 @@ class HGTConv(torch.nn.Module):
             self.skip.fill_(1.0)
             self.p_rel.fill_(1.0)
 
-    def forward(self, hg: HeteroGraph, x_dict: Any) -> dict[str, Tensor]:
+    def forward(self, hg: HeteroGraph | Any, x_dict: Any) -> dict[str, Tensor]:
+        """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict)`` (converted to a
+        :class:`~unigraph.HeteroGraph` once per set of adjacencies: :mod:`unigraph.nn.call_forms`)."""
         who = "HGTConv"
-        check_hetero_graph(hg, who)
+        if call_forms.hetero_form(who, hg, x_dict) == "dicts":
+            hg, x_dict = call_forms.hetero_graph(who, hg, x_dict), hg
         unknown = [t for t in hg.node_types if t not in self.in_channels]
         if unknown:
             raise ValueError(f"{who} has no weights for node types {unknown}; its metadata has {self.node_types}")

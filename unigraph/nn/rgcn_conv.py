@@ -15,6 +15,7 @@ from unigraph.hetero.inputs import TypedInputs, relation_positions
 from unigraph.hetero.relational import RelationLayout, hetero_layout, typed_layout
 from unigraph.message_passing.base import normalize_aggr
 from unigraph.message_passing.inputs import check_graph, split_pair
+from unigraph.nn import call_forms
 from unigraph.nn.checks import channels_pair, check_positive, check_width, glorot_
 
 
@@ -61,9 +62,16 @@ class RGCNConv(torch.nn.Module):
         bias (bool, optional): learn :math:`\mathbf{b}`. (default: ``True``)
 
     Inputs (either):
-        - ``(g, x, edge_type)``: a :class:`~unigraph.Graph` (or block), features ``[N, F_in]`` (or a
-          (source, destination) pair) and the relation id of each edge ``[E]`` (PyG's form);
-          returns ``[N_dst, F_out]``.
+        - ``(g, x, edge_type)``: a :class:`~unigraph.Graph` (or block, DGL graph, PyG ``Data``),
+          features ``[N, F_in]`` (or a (source, destination) pair) and the relation id of each edge
+          ``[E]``; returns ``[N_dst, F_out]``.
+        - PyG's ``(x, edge_index, edge_type)`` with ``edge_index`` ``[2, E]``, or ``(x, adj_t)`` with
+          the relation ids as the values of a ``SparseTensor`` or torch sparse ``adj_t[dst, src]``
+          (:mod:`unigraph.nn.call_forms`).
+        - Featureless, as PyG: ``x`` ``None`` stands for the node ids ``0..in_channels - 1``; ``x``
+          (or each side of a pair) an integer tensor of node ids reads row ``x_j`` of each weight
+          (the product with a one-hot input): :math:`\bigoplus_j \mathbf{\Theta}_r[x_j]` and
+          :math:`\mathbf{\Theta}_{\textrm{root}}[x_i]`, for every aggregation (not with ``num_blocks``).
         - ``(hg, x_dict)``: a :class:`~unigraph.HeteroGraph` (or typed block) and ``{node_type:
           [N_t, F_in]}`` (every type taking part in a relation); relation ``r`` is
           ``hg.relations[r]`` unless the layer was given its relations. Returns ``{node_type:
@@ -119,23 +127,62 @@ class RGCNConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     # ------------------------------------------------------------------ forward
-    def forward(self, g: Graph | HeteroGraph, x: Any, edge_type: Tensor | None = None):
+    def forward(self, g: Graph | HeteroGraph | Any, x: Any, edge_type: Tensor | None = None):
+        who = "RGCNConv"
         if isinstance(g, HeteroGraph):
             if edge_type is not None:
                 raise ValueError("RGCNConv on a HeteroGraph takes its relations from the graph; do not pass edge_type")
             return self._forward_hetero(g, x)
-        return self._forward_typed(g, x, edge_type)
+        if call_forms.is_graph_object(g):
+            graph, x, edge_type = call_forms.resolve_typed(who, g, self._featureless_ids(x), edge_type)
+        else:  # PyG's form: (x, edge_index or adj_t, edge_type)
+            graph, x, edge_type = call_forms.resolve_typed(who, self._featureless_ids(g), x, edge_type)
+        return self._forward_typed(graph, x, edge_type)
+
+    def _featureless_ids(self, x: Any) -> Any:
+        """PyG's featureless input: ``None`` (alone or as the source side) is the ids ``0..in_channels - 1``."""
+        ids = lambda: torch.arange(self._widths[0], device=self.weight.device)  # noqa: E731
+        if x is None:
+            return ids()
+        if isinstance(x, (tuple, list)) and len(x) == 2 and x[0] is None:
+            return ids(), x[1]
+        return x
 
     def _forward_typed(self, g: Graph, x: Any, edge_type: Tensor | None) -> Tensor:
         who = "RGCNConv"
         check_graph(g, who)
         x_src, x_dst = split_pair(g, x)
-        check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
-        check_width(x_dst, self._widths[1], who, "x (destination features)")
+        featureless = isinstance(x_src, Tensor) and not x_src.is_floating_point()
+        if featureless:
+            self._check_ids(x_src, x_dst)
+        else:
+            check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
+            check_width(x_dst, self._widths[1], who, "x (destination features)")
+            if x_dst is not None and not x_dst.is_floating_point():
+                raise TypeError(f"{who}: x is a pair of features and node ids ({x_src.dtype}, {x_dst.dtype}); pass "
+                                "features on both sides or node ids on both sides")
         edge_type = self._check_edge_type(g, edge_type)
         layout = typed_layout(g, edge_type, self.num_relations)
-        out = self._propagate(layout, x_src, None)
+        out = self._propagate_ids(layout, x_src) if featureless else self._propagate(layout, x_src, None)
         return self._add_root(out, x_dst)
+
+    def _check_ids(self, ids_src: Tensor, ids_dst: Tensor | None) -> None:
+        """Node ids of the featureless form: integer, 1-D, rows of the weights (in range)."""
+        who = "RGCNConv"
+        if self.num_blocks is not None:
+            raise ValueError(f"{who}: block-diagonal weights (num_blocks) need node features; got node ids "
+                             "(featureless input), as PyG refuses too")
+        for name, ids, rows in (("x (source node ids)", ids_src, self._widths[0]),
+                                ("x (destination node ids)", ids_dst, self._widths[1])):
+            if ids is None:
+                continue
+            if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() != 1:
+                raise TypeError(f"{who}: {name} must be a 1-D integer tensor of node ids (featureless input) or both "
+                                f"sides features, got shape {list(ids.shape)}, {ids.dtype}")
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= rows):
+                bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+                raise ValueError(f"{who}: {name} holds id {bad}, outside 0..{rows - 1} (the rows of the weights: "
+                                 f"in_channels={self.in_channels})")
 
     def _forward_hetero(self, hg: HeteroGraph, x_dict: Any) -> dict[str, Tensor]:
         if self._widths[0] != self._widths[1]:
@@ -201,19 +248,32 @@ class RGCNConv(torch.nn.Module):
         weight = self._relation_weights(index)
         if self.transforms_first():
             rows = x_src.index_select(0, layout.src_row_nodes())
-            messages = self._relation_matmul(rows, layout.src_row_counts, weight)
-            graph = layout.scatter_graph()
-            if self.aggr == "mean":
-                norm = layout.mean_norm(messages.dtype).unsqueeze(-1)
-                return ops.gspmm(graph, "u_mul_e", "sum", messages, norm)
-            return ops.gspmm(graph, "copy_u", "sum", messages)
+            return self._aggregate_rows(layout, self._relation_matmul(rows, layout.src_row_counts, weight))
         aggregated = ops.gspmm(layout.gather_graph(), "copy_u", self.aggr, x_src)
         per_relation = self._relation_matmul(aggregated, layout.dst_row_counts, weight)
         return ops.gspmm(layout.combine_graph(), "copy_u", "sum", per_relation)
 
+    def _propagate_ids(self, layout: RelationLayout, ids: Tensor) -> Tensor:
+        """Featureless: the message of source ``u`` under relation ``r`` is ``Theta_r[ids[u]]`` (its
+        one-hot input times the weight, without building the one-hot matrix)."""
+        weight = self._relation_weights(None)
+        messages = weight[layout.src_row_relations(), ids[layout.src_row_nodes()]]
+        return self._aggregate_rows(layout, messages)
+
+    def _aggregate_rows(self, layout: RelationLayout, messages: Tensor) -> Tensor:
+        """Per-relation messages of the source rows ``(r, u)`` aggregated per relation and summed over
+        the relations into each destination."""
+        if self.aggr == "mean":
+            norm = layout.mean_norm(messages.dtype).unsqueeze(-1)
+            return ops.gspmm(layout.scatter_graph(), "u_mul_e", "sum", messages, norm)
+        if self.aggr == "sum":
+            return ops.gspmm(layout.scatter_graph(), "copy_u", "sum", messages)
+        per_relation = ops.gspmm(layout.row_graph(), "copy_u", self.aggr, messages)
+        return ops.gspmm(layout.combine_graph(), "copy_u", "sum", per_relation)
+
     def _add_root(self, out: Tensor, x_dst: Tensor | None) -> Tensor:
         if self.root is not None and x_dst is not None:
-            out = out + x_dst @ self.root
+            out = out + (self.root[x_dst] if not x_dst.is_floating_point() else x_dst @ self.root)
         if self.bias is not None:
             out = out + self.bias
         return out
