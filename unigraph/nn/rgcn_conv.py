@@ -156,11 +156,11 @@ class RGCNConv(torch.nn.Module):
         if featureless:
             self._check_ids(x_src, x_dst)
         else:
-            check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
-            check_width(x_dst, self._widths[1], who, "x (destination features)")
             if x_dst is not None and not x_dst.is_floating_point():
                 raise TypeError(f"{who}: x is a pair of features and node ids ({x_src.dtype}, {x_dst.dtype}); pass "
                                 "features on both sides or node ids on both sides")
+            check_width(x_src, self._widths[0], who, "x (source features)" if g.is_bipartite else "x")
+            check_width(x_dst, self._widths[1], who, "x (destination features)")
         edge_type = self._check_edge_type(g, edge_type)
         layout = typed_layout(g, edge_type, self.num_relations)
         out = self._propagate_ids(layout, x_src) if featureless else self._propagate(layout, x_src, None)
