@@ -11,12 +11,6 @@ from unigraph.hetero.graph import HeteroGraph
 from unigraph.message_passing.inputs import rows_prefix
 
 
-def check_hetero_graph(g: Any, who: str) -> HeteroGraph:
-    if not isinstance(g, HeteroGraph):
-        raise TypeError(f"{who} expects a unigraph.HeteroGraph, got {type(g).__name__}")
-    return g
-
-
 def relation_positions(hg: HeteroGraph, known: list, who: str, device: torch.device) -> Tensor:
     """The position of each of ``hg``'s relations in a layer's ``known`` relations (its weights), or
     ``ValueError`` naming the relations it has no weights for."""
