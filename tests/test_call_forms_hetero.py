@@ -44,7 +44,8 @@ def typed_adjacency(form: str, edge_index, edge_type, shape):
     """``adj_t[dst, src]`` holding the relation ids as values, duplicates kept."""
     if form == "sparse_tensor":
         return SparseTensor(row=edge_index[1], col=edge_index[0], value=edge_type, sparse_sizes=shape)
-    coo = torch.sparse_coo_tensor(edge_index.flip(0), edge_type, shape, check_invariants=False)   # uncoalesced: duplicates kept
+    # uncoalesced: duplicates kept
+    coo = torch.sparse_coo_tensor(edge_index.flip(0), edge_type, shape, check_invariants=False)
     if form == "coo":
         return coo
     # CSR/CSC through SparseTensor, which keeps duplicate entries (torch's conversion would sum them)
@@ -249,7 +250,8 @@ def test_dict_form_graph_cached_and_rebuilt_after_in_place_change():
     assert second is not first
     assert int(second[("paper", "cites", "paper")].dst[0]) == 5
     after = conv(x, edges)
-    torch.testing.assert_close(after["paper"], conv(HeteroGraph(edges, num_nodes={"paper": 6, "author": 4}), x)["paper"])
+    fresh = HeteroGraph(edges, num_nodes={"paper": 6, "author": 4})
+    torch.testing.assert_close(after["paper"], conv(fresh, x)["paper"])
     assert not torch.allclose(before["paper"], after["paper"])
     other_rows = {"paper": x["paper"], "author": torch.randn(5, F_IN, dtype=torch.float64)}
     assert call_forms.hetero_graph("t", other_rows, edges).num_nodes("author") == 5   # counts are part of the key
