@@ -22,7 +22,6 @@ PyG form to the graph form.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import pathlib
 import statistics
@@ -60,17 +59,6 @@ class GATConvModel(torch.nn.Module):
         return self.conv2(x, rest) if x_first else self.conv2(rest, x)
 
 
-@contextlib.contextmanager
-def sparse_projection(enabled: bool):
-    """Dense input stays dense (the projection's density test never passes) while disabled."""
-    saved = projection.SPARSE_INPUT_DENSITY
-    projection.SPARSE_INPUT_DENSITY = saved if enabled else -1.0
-    try:
-        yield
-    finally:
-        projection.SPARSE_INPUT_DENSITY = saved
-
-
 class Row:
     def __init__(self, name: str, model: torch.nn.Module, args: tuple, y, mask, sparse: bool = True):
         self.name, self.model, self.args, self.y, self.mask, self.sparse = name, model, args, y, mask, sparse
@@ -78,7 +66,7 @@ class Row:
         self.ms: list[float] = []
 
     def step(self) -> None:
-        with sparse_projection(self.sparse):
+        with projection.sparse_input(self.sparse):
             start = time.perf_counter()
             self.model.train()
             self.optimizer.zero_grad()

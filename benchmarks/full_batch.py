@@ -102,16 +102,11 @@ def dense_input():
     """unigraph's first layers take dense input as it is (no sparse bag-of-words projection) inside
     this block. Checked, so a change in :mod:`unigraph.nn.projection` fails here loudly instead of
     silently timing the sparse path twice."""
-    before = projection.SPARSE_INPUT_DENSITY
-    projection.SPARSE_INPUT_DENSITY = -1.0  # no matrix is "mostly zero" below a negative density
-    try:
+    with projection.sparse_input(False):
         probe = torch.zeros(4, 64)
         if projection.sparse_if_mostly_zero(probe) is not probe:
-            raise RuntimeError("unigraph.nn.projection no longer reads SPARSE_INPUT_DENSITY: update "
-                               "benchmarks/full_batch.py:dense_input to its switch for dense input projections")
+            raise RuntimeError("unigraph.nn.projection.sparse_input(False) let a zero matrix through as sparse")
         yield
-    finally:
-        projection.SPARSE_INPUT_DENSITY = before
 
 
 def check_input_paths_differ(x: torch.Tensor) -> None:

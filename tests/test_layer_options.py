@@ -246,3 +246,14 @@ def test_sparse_copy_follows_in_place_changes():
     conv(coo, edge_index)
     coo.values().mul_(2.0)
     torch.testing.assert_close(conv(coo, edge_index), conv(2 * x, edge_index), rtol=1e-5, atol=1e-6)
+
+
+def test_sparse_input_switch_does_not_leak_its_verdict():
+    """A dense verdict cached while the projection was switched off is not reused after it."""
+    x = torch.zeros(300, 50)
+    x[::7, 3] = 1.0
+    with projection.sparse_input(False):
+        assert projection.sparse_if_mostly_zero(x) is x
+    assert projection.is_sparse(projection.sparse_if_mostly_zero(x))
+    with projection.sparse_input(False):
+        assert projection.sparse_if_mostly_zero(x) is x

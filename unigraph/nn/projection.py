@@ -10,6 +10,7 @@ distribution as dense dropout (zeros stay zero) and keeps the structure, so the 
 from __future__ import annotations
 
 import collections
+import contextlib
 import warnings
 import weakref
 
@@ -135,6 +136,20 @@ _SPARSE_COPIES: collections.OrderedDict = collections.OrderedDict()
 _SPARSE_COPIES_SIZE = 4
 
 
+@contextlib.contextmanager
+def sparse_input(enabled: bool):
+    """Turn the sparse input projection off (``enabled=False``: dense input stays dense, for an
+    equal-input comparison) or on inside the block. The density threshold is part of the cache key,
+    so a verdict taken inside the block is not reused outside it."""
+    global SPARSE_INPUT_DENSITY
+    saved = SPARSE_INPUT_DENSITY
+    SPARSE_INPUT_DENSITY = saved if enabled else -1.0  # no matrix is "mostly zero" below a negative density
+    try:
+        yield
+    finally:
+        SPARSE_INPUT_DENSITY = saved
+
+
 def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     """A CSR copy of a dense CPU feature matrix that is mostly zeros (bag-of-words), else ``x``.
 
@@ -148,7 +163,7 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     if torch.compiler.is_compiling() or is_sparse(x) or x.dim() != 2 or x.requires_grad or not x.is_floating_point() or x.device.type != "cpu" \
             or x.numel() == 0 or x.is_inference():
         return x
-    key = (x.data_ptr(), x._version, tuple(x.shape), x.stride(), x.dtype)
+    key = (x.data_ptr(), x._version, tuple(x.shape), x.stride(), x.dtype, SPARSE_INPUT_DENSITY)
     cached = _SPARSE_COPIES.get(key)
     if cached is not None and cached[0]() is x:
         return cached[1] if cached[1] is not None else x
