@@ -33,8 +33,8 @@ setup() {
   else
     say "no prebuilt wheels at $WHEELS: skipping torch-scatter/torch-sparse (torch-native kernels will be used)"
   fi
-  say "installing unigraph (editable) with its test, cpu, triton and bench extras"
-  "${pip[@]}" -e ".[test,cpu,triton,bench]"
+  say "installing unigraph (editable) with its test, cpu, triton, bench and partition extras"
+  "${pip[@]}" -e ".[test,cpu,triton,bench,partition]"
   say "installing DGL 2.1.0 as an optional peer (--no-deps: its pins would replace torch)"
   if "${pip[@]}" --no-deps dgl==2.1.0 && "${pip[@]}" -e ".[dgl]"; then :; else
     say "DGL could not be installed; tests and benchmarks that compare with DGL will skip"

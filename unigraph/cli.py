@@ -11,6 +11,7 @@
     unigraph train --task graph                      # GIN graph classifier on built-in motif graphs
     unigraph train --task link --dataset Cora --root DIR   # GAE link prediction (see train/task_jobs.py)
     unigraph train --log-dir DIR                     # per-epoch metrics.csv/.json and curves.png in DIR
+    unigraph partition --parts 4 --out DIR           # a partition set; then: unigraph train --partitions DIR
     unigraph info                                    # which kernels are available here
     unigraph bench GRAPH [--model gcn]               # time every backend (and DGL/PyG) on your graph
 
@@ -30,6 +31,7 @@ import unigraph
 from unigraph.data.errors import DataFileError
 from unigraph.train import checkpoint as ckpt
 from unigraph import bench
+from unigraph.distributed import cli as partitioned
 from unigraph.train import job as jobs
 from unigraph.train import task_jobs
 from unigraph.train.config import SCHEDULES, PipelineConfig, TrainConfig
@@ -60,11 +62,12 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
     arguments)."""
     parser = argparse.ArgumentParser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
                                      "kernels for your graph")
-    commands = parser.add_subparsers(dest="command", metavar="{train,info,bench}")
+    commands = parser.add_subparsers(dest="command", metavar="{train,partition,info,bench}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
     bench_parser = commands.add_parser("bench", help="time every backend (and DGL/PyG) on a graph",
                                        description=bench.__doc__.split("\n\n")[0])
     bench.add_arguments(bench_parser)
+    partitioned.add_partition_command(commands)
     train = commands.add_parser("train", help="train a node classifier, a graph classifier or a link predictor")
     data = train.add_argument_group("data and model")
     data.add_argument("--task", default="node", choices=task_jobs.TASKS, help="node (default) classification, "
@@ -260,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "bench":
         return bench.run_command(bench_parser, args, argv)
+    if args.command == "partition":
+        return args.run(args)
     return _train(train_parser, args)
 
 

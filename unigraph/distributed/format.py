@@ -1,0 +1,268 @@
+"""The on-disk format of a partition set: one ``.npz`` file per partition and ``partitions.json``.
+
+No pickle anywhere: arrays are numpy ``.npy`` records in an (uncompressed) zip, read with
+``allow_pickle=False``; the metadata is JSON. Layout of a directory::
+
+    partitions.json   format tag and version, set id, sizes, the partition book (node offsets),
+                      the method, the report, and per part: file name, SHA-256, byte size and
+                      counts (nodes, edges, training/validation/test nodes, halo)
+    part-0.npz ...    one per partition (arrays below)
+
+Arrays of part ``p`` (``n`` owned nodes, ``e`` in-edges of them, ``h`` halo nodes; ids are the
+set's partition-major global ids, see :mod:`unigraph.distributed.book`)::
+
+    set_id, part_id        which set and part the file belongs to (uint8 text, int64[1])
+    orig_ids    int64[n]   the original graph's id of each owned node
+    indptr      int64[n+1] the in-CSR of the owned nodes (row i = global id offsets[p] + i) ...
+    indices     int[e]     ... holding the sources' global ids (int32 when the graph has < 2**31 nodes)
+    eids        int64[e]   the original graph's id of each of those edges
+    x           [n, F]     features of the owned nodes;   y int64[n]: labels
+    train_mask, val_mask, test_mask   bool[n]
+    out_degree  int64[n]   out-degree of each owned node in the whole graph
+    halo_ids    int64[h]   sorted global ids of the 1-hop halo: sources of owned nodes' in-edges
+                           owned by another partition
+    halo_out_degree int64[h]  their out-degrees in the whole graph
+
+Inside a row, in-edges keep the original graph's edge order (a stable sort by destination), the
+order of ``Graph.in_csr()``: that is what lets the distributed sampler draw the very samples the
+single-machine sampler draws (:mod:`unigraph.distributed.sampler`).
+
+Writing: every part, then the metadata, each written atomically (:mod:`._files`); an old
+``partitions.json`` is removed first, so an interrupted write leaves a directory that is refused
+(no metadata), never a mix of two sets that looks whole. Reading (:func:`read_metadata`,
+:func:`load_part_arrays`) refuses, with a message naming the file and the problem: a missing
+file, a SHA-256 that does not match (corrupted bytes, or a file from another set, which the
+embedded set id then identifies), and arrays whose dtypes, shapes or value ranges contradict the
+metadata.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import uuid
+import zipfile
+
+import numpy as np
+
+from unigraph.distributed._files import atomic_write, sha256_file
+from unigraph.distributed.book import PartitionBook
+
+FORMAT = "unigraph.partitions"
+VERSION = 1
+METADATA = "partitions.json"
+GRAPH_ARRAYS = ("indptr", "indices")
+NODE_ARRAYS = ("orig_ids", "x", "y", "train_mask", "val_mask", "test_mask", "out_degree")
+ALL_ARRAYS = ("set_id", "part_id", "orig_ids", "indptr", "indices", "eids", "x", "y", "train_mask", "val_mask",
+              "test_mask", "out_degree", "halo_ids", "halo_out_degree")
+PART_COUNTS = ("nodes", "edges", "train", "val", "test", "halo")
+
+
+class PartitionFormatError(ValueError):
+    """A partition set on disk is incomplete, damaged, or does not match its metadata."""
+
+
+def part_file(part: int) -> str:
+    return f"part-{part}.npz"
+
+
+def new_set_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclasses.dataclass
+class PartitionSetInfo:
+    """The parsed ``partitions.json`` (see the module docstring)."""
+
+    directory: pathlib.Path
+    set_id: str
+    num_parts: int
+    num_nodes: int
+    num_edges: int
+    num_features: int
+    feature_dtype: str
+    num_classes: int
+    max_in_degree: int
+    offsets: list[int]
+    parts: list[dict]
+    method: dict
+    report: dict
+    dataset: str
+
+    @property
+    def book(self) -> PartitionBook:
+        return PartitionBook(self.offsets)
+
+    def count(self, part: int, what: str) -> int:
+        return int(self.parts[part][what])
+
+    def to_json(self) -> dict:
+        out = {"format": FORMAT, "version": VERSION}
+        out.update({f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "directory"})
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def begin_write(directory: str | os.PathLike) -> pathlib.Path:
+    """Create ``directory`` and remove an old ``partitions.json`` (so a half-written set is refused)."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / METADATA).unlink(missing_ok=True)
+    return directory
+
+
+def write_part(directory: pathlib.Path, set_id: str, part: int, arrays: dict[str, np.ndarray]) -> dict:
+    """Write ``part-<part>.npz`` atomically; returns its file name, SHA-256 and size."""
+    missing = set(ALL_ARRAYS) - {"set_id", "part_id"} - set(arrays)
+    if missing:
+        raise ValueError(f"partition {part} lacks arrays {sorted(missing)}")
+    record = {"set_id": np.frombuffer(set_id.encode("ascii"), dtype=np.uint8),
+              "part_id": np.array([part], dtype=np.int64), **arrays}
+    path = directory / part_file(part)
+    with atomic_write(path) as file:
+        np.savez(file, **record)
+    return {"file": path.name, "sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def write_metadata(info: PartitionSetInfo) -> pathlib.Path:
+    path = info.directory / METADATA
+    with atomic_write(path) as file:
+        file.write(json.dumps(info.to_json(), indent=1).encode("utf-8"))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def _require(condition: bool, path, message: str) -> None:
+    if not condition:
+        raise PartitionFormatError(f"{path}: {message}")
+
+
+def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
+    """Read and check ``directory/partitions.json`` (not the parts: see :func:`load_part_arrays`)."""
+    directory = pathlib.Path(directory)
+    path = directory / METADATA
+    if not directory.is_dir():
+        raise FileNotFoundError(f"partition directory {directory} does not exist")
+    if not path.is_file():
+        raise PartitionFormatError(f"{directory} holds no {METADATA}: not a partition set, or one whose writing "
+                                   "was interrupted (write it again with `unigraph partition`)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PartitionFormatError(f"{path} is not valid JSON ({err})") from None
+    _require(isinstance(raw, dict) and raw.get("format") == FORMAT, path, f"no {FORMAT!r} format tag")
+    _require(raw.get("version") == VERSION, path,
+             f"format version {raw.get('version')!r}; this unigraph reads version {VERSION}")
+    ints = ("num_parts", "num_nodes", "num_edges", "num_features", "num_classes", "max_in_degree")
+    for name in ints:
+        _require(isinstance(raw.get(name), int) and not isinstance(raw.get(name), bool) and raw[name] >= 0, path,
+                 f"{name} must be an int >= 0, got {raw.get(name)!r}")
+    for name, kind in (("set_id", str), ("feature_dtype", str), ("dataset", str), ("offsets", list),
+                       ("parts", list), ("method", dict), ("report", dict)):
+        _require(isinstance(raw.get(name), kind), path, f"{name} must be a {kind.__name__}, got {raw.get(name)!r}")
+    num_parts = raw["num_parts"]
+    _require(num_parts >= 1 and len(raw["parts"]) == num_parts and len(raw["offsets"]) == num_parts + 1, path,
+             f"num_parts={num_parts} but {len(raw['parts'])} part entries and {len(raw['offsets'])} offsets")
+    try:
+        book = PartitionBook(raw["offsets"])
+    except (TypeError, ValueError) as err:
+        raise PartitionFormatError(f"{path}: bad node offsets ({err})") from None
+    _require(book.num_nodes == raw["num_nodes"], path, f"offsets end at {book.num_nodes}, num_nodes={raw['num_nodes']}")
+    _require(raw["feature_dtype"] in ("float16", "bfloat16", "float32", "float64"), path,
+             f"feature_dtype {raw['feature_dtype']!r} is not a float type")
+    for part, entry in enumerate(raw["parts"]):
+        _require(isinstance(entry, dict) and entry.get("file") == part_file(part), path,
+                 f"part entry {part} must name {part_file(part)}, got {entry!r}")
+        _require(isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64, path,
+                 f"part entry {part} has no SHA-256")
+        for count in PART_COUNTS + ("bytes",):
+            _require(isinstance(entry.get(count), int) and entry[count] >= 0, path,
+                     f"part entry {part} needs an int {count!r} >= 0, got {entry.get(count)!r}")
+        _require(entry["nodes"] == book.num_owned(part), path,
+                 f"part {part} lists {entry['nodes']} nodes but the offsets give it {book.num_owned(part)}")
+    _require(sum(e["edges"] for e in raw["parts"]) == raw["num_edges"], path, "the parts' edges do not sum to num_edges")
+    fields = {f.name for f in dataclasses.fields(PartitionSetInfo)} - {"directory"}
+    return PartitionSetInfo(directory=directory, **{name: raw[name] for name in fields})
+
+
+def _embedded_identity(path: pathlib.Path) -> str:
+    """'set S, part P' as written inside a part file, or why that cannot be read (for error messages only)."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return f"set {bytes(npz['set_id']).decode('ascii')}, part {int(npz['part_id'][0])}"
+    except (OSError, ValueError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, IndexError) as err:
+        return f"unreadable ({type(err).__name__}: {err})"
+
+
+def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, verify: bool = True) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of partition ``part``, checked against the metadata.
+
+    ``verify`` checks the file's SHA-256 first (reads the whole file once). Raises
+    ``FileNotFoundError`` for a missing file and :class:`PartitionFormatError` for anything else
+    that does not match.
+    """
+    if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
+        raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
+    path = info.directory / part_file(part)
+    entry = info.parts[part]
+    if not path.is_file():
+        raise FileNotFoundError(f"partition file {path} is missing (the set {info.set_id} has {info.num_parts} parts)")
+    if verify:
+        size = path.stat().st_size
+        if size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
+            raise PartitionFormatError(
+                f"{path} does not match {METADATA} (size {size} vs {entry['bytes']} bytes, or its SHA-256 differs): "
+                f"the file is corrupted or belongs to another partition set; it identifies itself as "
+                f"{_embedded_identity(path)}, the metadata expects set {info.set_id}, part {part}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            identity = bytes(npz["set_id"]).decode("ascii"), int(npz["part_id"][0])
+            _require(identity == (info.set_id, part), path,
+                     f"belongs to set {identity[0]}, part {identity[1]}; the metadata expects set {info.set_id}, "
+                     f"part {part}")
+            arrays = {name: npz[name] for name in names if name not in ("set_id", "part_id")}
+    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as err:
+        raise PartitionFormatError(f"{path} cannot be read as a partition file ({type(err).__name__}: {err})") from None
+    _check_arrays(path, info, part, arrays)
+    return arrays
+
+
+def _check_arrays(path, info: PartitionSetInfo, part: int, arrays: dict[str, np.ndarray]) -> None:
+    """Dtypes, shapes and value ranges of the arrays present against the metadata."""
+    n, e, h = info.count(part, "nodes"), info.count(part, "edges"), info.count(part, "halo")
+    first, end = info.book.node_range(part)
+    shapes = {"orig_ids": (n,), "indptr": (n + 1,), "indices": (e,), "eids": (e,), "x": (n, info.num_features),
+              "y": (n,), "train_mask": (n,), "val_mask": (n,), "test_mask": (n,), "out_degree": (n,),
+              "halo_ids": (h,), "halo_out_degree": (h,)}
+    kinds = {"x": "f", "train_mask": "b", "val_mask": "b", "test_mask": "b"}
+    for name, array in arrays.items():
+        _require(array.shape == shapes[name], path, f"array {name!r} has shape {list(array.shape)}, the metadata "
+                 f"implies {list(shapes[name])}")
+        _require(array.dtype.kind == kinds.get(name, "i"), path, f"array {name!r} has dtype {array.dtype}")
+    if "x" in arrays:
+        _require(str(arrays["x"].dtype) == info.feature_dtype, path,
+                 f"features are {arrays['x'].dtype}, the metadata says {info.feature_dtype}")
+    if "indptr" in arrays:
+        indptr = arrays["indptr"]
+        _require(int(indptr[0]) == 0 and int(indptr[-1]) == e and bool(np.all(indptr[1:] >= indptr[:-1])), path,
+                 f"indptr must rise from 0 to {e} (the part's edges)")
+    ranges = {"indices": (0, info.num_nodes), "halo_ids": (0, info.num_nodes), "y": (0, info.num_classes),
+              "orig_ids": (0, info.num_nodes), "eids": (0, info.num_edges), "out_degree": (0, info.num_edges + 1),
+              "halo_out_degree": (0, info.num_edges + 1)}
+    for name, (low, high) in ranges.items():
+        if name in arrays and arrays[name].size:
+            a_min, a_max = int(arrays[name].min()), int(arrays[name].max())
+            _require(low <= a_min and a_max < high, path, f"array {name!r} holds values in {a_min}..{a_max}, "
+                     f"outside {low}..{high - 1}")
+    if "halo_ids" in arrays and h:
+        halo = arrays["halo_ids"]
+        _require(bool(np.all(halo[1:] > halo[:-1])) and not bool(np.any((halo >= first) & (halo < end))), path,
+                 "halo_ids must be sorted, distinct and owned by other partitions")
+
+
+def original_ids(info: PartitionSetInfo, *, verify: bool = True) -> np.ndarray:
+    """The original graph's id of every global id of the set (``int64[num_nodes]``): what maps a
+    partitioned run's node ids back (its inverse, ``argsort``, maps original ids in)."""
+    return np.concatenate([load_part_arrays(info, p, ("orig_ids",), verify=verify)["orig_ids"]
+                           for p in range(info.num_parts)])
