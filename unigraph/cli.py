@@ -121,6 +121,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
                      "(needs matplotlib)")
     run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events to --log-dir "
                      "(needs tensorboard)")
+    partitioned.add_train_arguments(train)
     return parser, train, bench_parser
 
 
@@ -209,6 +210,8 @@ def _print_summary(summary: dict) -> None:
 
 
 def _train(parser: argparse.ArgumentParser, args) -> int:
+    if args.partitions is not None:
+        return partitioned.run_partitioned_train(parser, args)
     if args.task != "node":
         try:
             task_jobs.apply_task_defaults(args)

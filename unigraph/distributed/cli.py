@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
+import sys
 
 from unigraph.data.planetoid import NAMES as PLANETOID_NAMES
 from unigraph.distributed import format as fmt
 from unigraph.distributed.partition import METHODS, format_report, partition_dataset
+from unigraph.distributed.train import DistJobSpec, run_partitioned_job
+from unigraph.train.distributed import launched_by_environment
+from unigraph.train.launch import LaunchError, free_port, launch
+
+# train options that describe an in-memory dataset or another kind of parallelism
+_NOT_WITH_PARTITIONS = {"dataset": "synthetic", "root": None, "nodes": 2000, "pipeline_stages": None,
+                        "micro_batches": None, "balance": None, "num_workers": 0}
 
 
 def add_partition_command(commands) -> argparse.ArgumentParser:
@@ -38,6 +47,25 @@ def add_partition_command(commands) -> argparse.ArgumentParser:
     return parser
 
 
+def add_train_arguments(train: argparse.ArgumentParser) -> None:
+    """``unigraph train`` options of partitioned training."""
+    from unigraph.cli import _int_list  # noqa: PLC0415 - loaded: cli.py is what calls this
+    group = train.add_argument_group("partitioned graphs (training across machines)")
+    group.add_argument("--partitions", help="train on the partition set in DIR (`unigraph partition`): one trainer "
+                       "per partition, each holding only its partition")
+    group.add_argument("--num-samplers", type=int, default=0, help="sampler processes per trainer (default 0: sample "
+                       "in the trainer, in a prefetch thread)")
+    group.add_argument("--cache-size", type=int, default=0, help="remote nodes whose features each trainer caches "
+                       "(the halo nodes of highest degree; default 0)")
+    group.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead per trainer (default 2)")
+    group.add_argument("--eval-fanouts", type=_int_list, help="fanouts of evaluation; default: every in-edge (exact)")
+    group.add_argument("--nnodes", type=int, default=1, help="machines in the job (default 1)")
+    group.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nnodes-1 (default 0)")
+    group.add_argument("--master-addr", default="127.0.0.1", help="address of machine 0 (default 127.0.0.1)")
+    group.add_argument("--master-port", type=int, help="rendezvous port on machine 0 (default: a free port; give "
+                       "one when --nnodes > 1)")
+
+
 def run_partition(parser: argparse.ArgumentParser, args) -> int:
     from unigraph.train import job as jobs  # noqa: PLC0415 - the dataset loader of `unigraph train`
     try:
@@ -49,3 +77,83 @@ def run_partition(parser: argparse.ArgumentParser, args) -> int:
         parser.error(str(err))
     print(format_report(info), flush=True)
     return 0
+
+
+def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.PartitionSetInfo, int]:
+    """The job, the set's metadata and the processes to start on this machine."""
+    from unigraph.cli import spec_from_args  # noqa: PLC0415 - model and training options, parsed once, there
+
+    for name, default in _NOT_WITH_PARTITIONS.items():
+        if getattr(args, name) != default:
+            raise ValueError(f"--{name.replace('_', '-')} does not apply with --partitions (the data and its "
+                             "split come from the partition set)")
+    info = fmt.read_metadata(args.partitions)
+    for name in ("num_samplers", "cache_size"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        raise ValueError(f"--node-rank must be in 0..--nnodes-1 = 0..{args.nnodes - 1}, got {args.node_rank}")
+    if args.nnodes > 1 and args.master_port is None:
+        raise ValueError("--nnodes > 1 needs --master-port (and --master-addr): the same on every machine")
+    group = 1 + args.num_samplers
+    if launched_by_environment():
+        nproc = None
+    else:
+        trainers_here = args.nproc if args.nproc is not None else info.num_parts // args.nnodes
+        if trainers_here * args.nnodes != info.num_parts:
+            raise ValueError(f"the partition set has {info.num_parts} partitions (one trainer each), but --nproc "
+                             f"{trainers_here} x --nnodes {args.nnodes} = {trainers_here * args.nnodes} trainers")
+        nproc = trainers_here * group
+    train = spec_from_args(argparse.Namespace(**{**vars(args), "nproc": None}))
+    spec = DistJobSpec(args.partitions, train.model, train.train, num_samplers=args.num_samplers,
+                       cache_size=args.cache_size, prefetch=args.prefetch, eval_fanouts=args.eval_fanouts,
+                       backend=train.backend, threads=args.threads,
+                       rank_offset=args.node_rank * (nproc or 0))
+    if spec.prefetch < 0:
+        raise ValueError(f"--prefetch must be >= 0, got {spec.prefetch}")
+    return spec, info, nproc
+
+
+def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
+    try:
+        spec, info, nproc = _spec(parser, args)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        parser.error(str(err))
+    if args.node_rank == 0 and int(os.environ.get("RANK", 0)) == 0:
+        print(f"unigraph train: {spec.model.name} ({spec.model.num_layers} layers) on the partition set "
+              f"{info.directory} ({info.num_parts} partitions of {info.dataset}: {info.num_nodes} nodes, "
+              f"{info.num_edges} edges)\nmode: one trainer per partition, {spec.num_samplers} sampler process(es) "
+              f"each, {spec.train.epochs} epochs, seed {spec.train.seed}", flush=True)
+    if nproc is None:  # torchrun started this process
+        summary = run_partitioned_job(spec)
+        if summary["rank"] == 0:
+            _print_summary([summary])
+        return 0
+    env = {"WORLD_SIZE": str(nproc * args.nnodes), "MASTER_ADDR": args.master_addr,
+           "MASTER_PORT": str(args.master_port or free_port())}
+    try:
+        summaries = launch(run_partitioned_job, nproc, args=(spec,), threads=spec.threads, env=env,
+                           timeout=max(3600.0, 10 * spec.train.timeout))
+    except LaunchError as err:
+        print(f"unigraph train: the job failed: {err}", file=sys.stderr, flush=True)
+        return 1
+    _print_summary(summaries)
+    return 0
+
+
+def _print_summary(summaries: list[dict]) -> None:
+    trainers = [s for s in summaries if "epochs" in s]
+    first = trainers[0]
+    stop = " (early stop)" if first["stopped_early"] else ""
+    sent = sum(s["traffic"]["bytes_sent"] + s["traffic"]["bytes_received"] for s in summaries) + \
+        sum(s["loader"]["sampler_bytes"] for s in trainers)
+    print(f"done: {first['epochs']} epochs{stop} in {first['seconds']:.1f} s ({first['mean_epoch_ms']:.1f} ms per "
+          f"epoch); best epoch {first['best_epoch']}: val acc {first['best_val_acc']:.4f}, test acc "
+          f"{first['test_acc']:.4f}", flush=True)
+    hits = sum(s["cache"]["hits"] for s in trainers)
+    looked_up = hits + sum(s["cache"]["misses"] for s in trainers)
+    rate = f"{hits / looked_up:.3f}" if looked_up else "n/a"
+    print(f"traffic asked for by the {len(summaries)} process(es) reported here (request and reply payloads): "
+          f"{sent / 2**20:.1f} MiB; "
+          f"remote-feature cache hit rate {rate}; peak RSS per process (MiB): "
+          f"{', '.join(str(s['peak_rss_bytes'] >> 20) for s in summaries)}", flush=True)

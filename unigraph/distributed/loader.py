@@ -19,7 +19,8 @@ feature gather of a batch starts as soon as its blocks arrive). The queue of pre
 bounded by ``k``. ``prefetch=0`` does everything in the caller's thread, one step after the other.
 
 :attr:`DistNodeLoader.stats` accumulates the time the caller *waited* for sampling and for
-features (what the overlap did not hide), and the sampling work time where it is measured.
+features (what the overlap did not hide), the sampling work time where it is measured (in this
+process), and the payload bytes exchanged with sampler processes (seeds out, blocks back).
 """
 from __future__ import annotations
 
@@ -32,11 +33,19 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor
 
-from unigraph.distributed.peers import RemoteError
+from unigraph.distributed.peers import RemoteError, payload_bytes
 from unigraph.distributed.sampler import DistNeighborSampler, sample_on
 from unigraph.distributed.store import DistFeatureStore, DistGraph, Pending
 from unigraph.sampling.batch import Blocks
 from unigraph.sampling.counter_rng import GOLDEN, mix64_int
+
+
+def blocks_tensors(blocks: Blocks) -> list[Tensor]:
+    """The tensors a batch of blocks travels as (ids and each block's CSR)."""
+    tensors = [blocks.seeds, blocks.input_nodes]
+    for block in blocks.blocks:
+        tensors += list(block.in_csr()[:2]) + ([block.edata["eid"]] if "eid" in block.edata else [])
+    return tensors
 
 
 def equal_num_batches(seed_counts: Sequence[int], batch_size: int) -> int:
@@ -103,7 +112,7 @@ class DistNodeLoader:
         self._epoch = 0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._next_sampler = itertools.cycle(self.samplers or [None])
-        self.stats = {"batches": 0, "sample_wait": 0.0, "fetch_wait": 0.0, "sample_work": 0.0}
+        self.stats = {"batches": 0, "sample_wait": 0.0, "fetch_wait": 0.0, "sample_work": 0.0, "sampler_bytes": 0}
 
     def __len__(self) -> int:
         return self.num_batches
@@ -135,11 +144,17 @@ class DistNodeLoader:
         """Start preparing a batch; returns an object whose ``result()`` is ``(blocks, features)``."""
         name = next(self._next_sampler)
         if name is not None:
-            future = sample_on(name, seeds, key, self.sampler)
-            return _Waiting(name, future.then(lambda done: (done.value(), self._gather(done.value()))))
+            self.stats["sampler_bytes"] += payload_bytes(seeds)
+            return _Waiting(name, sample_on(name, seeds, key, self.sampler).then(self._delivered))
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="unigraph-prefetch")
         return self._executor.submit(self._prepare, seeds, key)
+
+    def _delivered(self, future) -> tuple[Blocks, Pending | None]:
+        """A sampler process's blocks arrived (in an RPC thread): count them, start their feature gather."""
+        blocks = future.value()
+        self.stats["sampler_bytes"] += payload_bytes(blocks_tensors(blocks))
+        return blocks, self._gather(blocks)
 
     def _finish(self, blocks: Blocks, features: Pending | None) -> Blocks:
         began = time.perf_counter()

@@ -1,0 +1,54 @@
+"""``unigraph train --partitions``: argument checks before any process starts, and one small run."""
+from __future__ import annotations
+
+import pytest
+
+from unigraph.cli import main
+from unigraph.data import planted_partition
+from unigraph.distributed.partition import partition_dataset
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("parts")
+    partition_dataset(planted_partition(300, num_features=6, num_val=60, num_test=60, seed=0), 2, directory, method="random")
+    return str(directory)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--dataset", "cora"], "--dataset does not apply with --partitions"),
+    (["--num-workers", "2"], "--num-workers does not apply with --partitions"),
+    (["--pipeline-stages", "2"], "--pipeline-stages does not apply with --partitions"),
+    (["--nproc", "3"], "the partition set has 2 partitions (one trainer each), but --nproc 3 x --nnodes 1"),
+    (["--nnodes", "2", "--node-rank", "2", "--master-port", "1234"], "--node-rank must be in 0..--nnodes-1 = 0..1"),
+    (["--nnodes", "2"], "--nnodes > 1 needs --master-port"),
+    (["--num-samplers", "-1"], "--num-samplers must be >= 0"),
+    (["--prefetch", "-1"], "--prefetch must be >= 0"),
+    (["--fanouts", "5"], "--fanouts has 1 entries but the model has 2 layers"),
+])
+def test_bad_arguments_stop_before_any_process_starts(parts, capsys, arguments, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--partitions", parts, "--model", "sage", *arguments])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_or_broken_partition_set_is_named(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--partitions", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert "partition directory" in err and "nowhere does not exist" in err
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit):
+        main(["train", "--partitions", str(tmp_path / "empty")])
+    assert "holds no partitions.json" in capsys.readouterr().err
+
+
+def test_train_on_one_partition_in_one_process(tmp_path, capsys):
+    """The whole command path (launcher, job, trainer, summary) on the smallest job: 1 process."""
+    partition_dataset(planted_partition(300, num_features=6, num_val=60, num_test=60, seed=0), 1, tmp_path, method="random")
+    assert main(["train", "--partitions", str(tmp_path), "--model", "sage", "--epochs", "2", "--batch-size", "16",
+                 "--fanouts", "3,3", "--progress", "off", "--cache-size", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "one trainer per partition, 0 sampler process(es) each, 2 epochs" in out
+    assert "done: 2 epochs" in out and "peak RSS per process (MiB)" in out
