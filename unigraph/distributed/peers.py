@@ -69,18 +69,24 @@ class Peers:
         self.requests = 0
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.bytes_by_request: dict[str, int] = {}  # sent + received, per kind of request
+
+    def _count(self, request: str, sent: int = 0, received: int = 0) -> None:
+        with self._lock:
+            self.bytes_sent += sent
+            self.bytes_received += received
+            self.bytes_by_request[request] = self.bytes_by_request.get(request, 0) + sent + received
 
     def request(self, owner: int, request: str, ids: Tensor, *args) -> torch.futures.Future:
         """Ask ``owner`` to run ``request`` on ``ids``; the future holds its answer."""
         with self._lock:
             self.requests += 1
-            self.bytes_sent += payload_bytes(ids)
-        return self._send(owner, request, ids, *args).then(self._received)
+        self._count(request, sent=payload_bytes(ids))
+        return self._send(owner, request, ids, *args).then(lambda future: self._received(future, request))
 
-    def _received(self, future: torch.futures.Future):
+    def _received(self, future: torch.futures.Future, request: str):
         value = future.value()  # raises the owner's error here, in the callback's future
-        with self._lock:
-            self.bytes_received += payload_bytes(value)
+        self._count(request, received=payload_bytes(value))
         return value
 
     def _send(self, owner: int, request: str, ids: Tensor, *args) -> torch.futures.Future:
@@ -88,11 +94,13 @@ class Peers:
 
     def traffic(self) -> dict:
         with self._lock:
-            return {"requests": self.requests, "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received}
+            return {"requests": self.requests, "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
+                    "bytes_by_request": dict(self.bytes_by_request)}
 
     def reset_traffic(self) -> None:
         with self._lock:
             self.requests = self.bytes_sent = self.bytes_received = 0
+            self.bytes_by_request = {}
 
 
 def wait(future: torch.futures.Future, owner: int, request: str):

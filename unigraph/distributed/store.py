@@ -9,6 +9,7 @@ features while the current batch trains.
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import torch
@@ -166,7 +167,8 @@ class DistFeatureStore:
     filled once, at construction, with the rows of the ``cache_size`` halo nodes of highest
     out-degree: a neighbour sampler reaches a node about in proportion to its out-degree, and the
     halo holds the remote nodes one hop from the seeds, so these are the remote rows most batches
-    read. ``hits``/``misses`` count remote rows served from the cache / fetched (``hit_rate``).
+    read. ``hits``/``misses`` count remote rows served from the cache / fetched (``hit_rate``);
+    ``rows`` counts every row gathered (local ones too).
     """
 
     def __init__(self, graph: DistGraph, *, cache_size: int = 0):
@@ -180,6 +182,8 @@ class DistFeatureStore:
         self.x = local.x
         self.hits = 0
         self.misses = 0
+        self.rows = 0
+        self._lock = threading.Lock()  # gathers run in prefetch threads and RPC callbacks
         hot = torch.sort(local.halo_out_degree, descending=True, stable=True).indices[:min(cache_size, halo)]
         self.cache_ids = torch.sort(local.halo_ids[hot]).values
         self.cache_rows = self._fetch(self.cache_ids) if self.cache_ids.numel() else self.x[:0].clone()
@@ -214,10 +218,12 @@ class DistFeatureStore:
             cached = slot >= 0
             out[cached] = self.cache_rows[slot[cached]]
             fetch, where = ids[~cached], where[~cached]
-            self.hits += int(cached.sum())
         local, remote = self.graph.request("features", fetch)
         if use_cache:
-            self.misses += sum(positions.numel() for positions, _, _ in remote)
+            with self._lock:
+                self.rows += ids.numel()
+                self.hits += ids.numel() - fetch.numel()
+                self.misses += sum(positions.numel() for positions, _, _ in remote)
         for positions, rows in local:
             out[where[positions]] = rows
 

@@ -152,9 +152,12 @@ class DistTrainer(Trainer):
         self.early_stopping = EarlyStopping(config.patience)
         self.history: list[EpochMetrics] = []
         self.stopped_early = False
-        # compute: seconds in train_step; train_seconds: the epochs' training loops (waits included);
-        # train_bytes: payload this trainer's requests moved while training (evaluation excluded)
-        self.timing = {"compute": 0.0, "steps": 0, "train_seconds": 0.0, "train_bytes": 0}
+        # compute: seconds in train_step; train_seconds: the epochs' training loops (waits included)
+        self.timing = {"compute": 0.0, "steps": 0, "train_seconds": 0.0}
+        # what training (not evaluation) moved: payload bytes of this trainer's requests and of its
+        # sampler processes' batches, by kind, and the feature rows it gathered (remote ones, cached ones)
+        self.training = dict.fromkeys(("bytes", "sample_bytes", "feature_bytes", "sampler_bytes", "rows",
+                                       "remote_rows", "cache_hits"), 0)
         self._train_acc = float("nan")
         self._setup_training()
 
@@ -189,14 +192,19 @@ class DistTrainer(Trainer):
         return gathered
 
     # ------------------------------------------------------------------ training
-    def _moved_bytes(self) -> int:
-        traffic = self.graph.peers.traffic()
-        return traffic["bytes_sent"] + traffic["bytes_received"] + self.loader.stats["sampler_bytes"]
+    def _counters(self) -> dict[str, int]:
+        """Traffic and feature-row counters so far (evaluation included)."""
+        traffic, features = self.graph.peers.traffic(), self.features
+        by_request = traffic["bytes_by_request"]
+        return {"bytes": traffic["bytes_sent"] + traffic["bytes_received"] + self.loader.stats["sampler_bytes"],
+                "sample_bytes": by_request.get("sample", 0), "feature_bytes": by_request.get("features", 0),
+                "sampler_bytes": self.loader.stats["sampler_bytes"], "rows": features.rows,
+                "remote_rows": features.hits + features.misses, "cache_hits": features.hits}
 
     def train_epoch(self) -> float:
         self.net.train()
         total, correct, seen = 0.0, 0.0, 0.0
-        began_epoch, moved = time.perf_counter(), self._moved_bytes()
+        began_epoch, before = time.perf_counter(), self._counters()
         for step, batch in enumerate(self.loader):
             began = time.perf_counter()
             batch = batch.to(self.device)
@@ -206,7 +214,8 @@ class DistTrainer(Trainer):
             self.timing["compute"] += time.perf_counter() - began
             self.timing["steps"] += 1
         self.timing["train_seconds"] += time.perf_counter() - began_epoch
-        self.timing["train_bytes"] += self._moved_bytes() - moved
+        for name, value in self._counters().items():
+            self.training[name] += value - before[name]
         total, correct, seen = self._all_reduce([total, correct, seen])
         self._train_acc = correct / seen if seen else float("nan")
         return total / self.num_batches
@@ -239,7 +248,8 @@ class DistTrainer(Trainer):
         sampler = DistNeighborSampler(self.eval_fanouts, seed=self.config.seed)
         num_batches = max(1, -(-nodes.numel() // self.eval_batch_size))
         loader = DistNodeLoader(self.graph, nodes, sampler, features=self.features, num_batches=num_batches,
-                                shuffle=False, seed=self.config.seed, prefetch=self.prefetch)
+                                shuffle=False, seed=self.config.seed, prefetch=min(self.prefetch, 1))  # one ahead:
+        # evaluation batches keep every in-edge and are large, and memory is the point of partitioning
         correct, loss = 0.0, 0.0
         with loader:
             for batch in loader:
@@ -388,7 +398,7 @@ def train_partition(process: JobProcess) -> dict:
             "test_acc": result.test_acc, "stopped_early": result.stopped_early, "seconds": seconds,
             "losses": result.losses, "history": [m.as_dict() for m in epochs],
             "mean_epoch_ms": 1000 * sum(m.seconds for m in epochs) / max(len(epochs), 1),
-            "cache": {"rows": int(features.cache_ids.numel()), "hits": features.hits, "misses": features.misses},
-            "loader": dict(trainer.loader.stats), "timing": dict(trainer.timing),
+            "cache": {"cached_rows": int(features.cache_ids.numel()), "hits": features.hits, "misses": features.misses},
+            "loader": dict(trainer.loader.stats), "timing": dict(trainer.timing), "training": dict(trainer.training),
             "num_batches": trainer.num_batches, "parameter_bytes": parameters,
             "model_state": {k: v.cpu() for k, v in trainer.model.state_dict().items()}}
