@@ -29,7 +29,10 @@ from unigraph.train.trainer import make_optimizer
 
 MODEL = ModelSpec("sage", num_layers=2, hidden_channels=8, dropout=0.0)
 CONFIG = dict(batch_size=8, fanouts=(4, 3), patience=None, restore_best=False, progress="off", seed=3, timeout=60)
-SHM_PREFIXES = ("torch_", "tensorpipe", "gloo", "unigraph", "sem.mp", "psm_")
+# Shared memory a job's processes could leave: torch's segments (named after the creating pid),
+# TensorPipe's, gloo's. (Python's own "sem.mp-*" semaphores are left out on purpose: nothing in a
+# job creates them, the launcher included, and other programs on a shared machine do, at any time.)
+SHM_PREFIXES = ("torch_", "tensorpipe", "gloo", "unigraph")
 
 
 def small_dataset():
@@ -164,7 +167,6 @@ class DyingPartition:
 
 def failing_run(spec: DistJobSpec, mode: str, marker: str) -> None:
     pathlib.Path(f"{marker}.pid{os.environ['RANK']}").write_text(str(os.getpid()))
-    pathlib.Path(f"{marker}.shm{os.environ['RANK']}").write_text("\n".join(shm_entries()))  # the launcher's own
     with join_job(spec) as process:
         if mode == "owner" and process.role.part == 1:
             serve(DyingPartition(process.graph.local, marker, after=5))
@@ -190,12 +192,12 @@ def failing_run(spec: DistJobSpec, mode: str, marker: str) -> None:
         trainer.fit()
 
 
-FAILURES = {  # mode: (processes, partitions, samplers per trainer)
+FAILURES = {  # mode: (processes, partitions, samplers per trainer); process 1 dies in each
     "trainer": (2, 2, 0),   # a trainer killed mid-epoch (its peers wait in DDP's all-reduce or on its answers)
     "owner": (2, 2, 0),     # an owner killed while answering another process's request
     "sampler": (2, 1, 1),   # a sampler process killed while its trainer waits for a batch
 }
-ENDS_WITHIN_SECONDS = 20.0  # from the death to the launcher's error (stated in docs/distributed.md)
+ENDS_WITHIN_SECONDS = 10.0  # from the death to the launcher's error (stated in docs/distributed.md; ~1 s measured)
 
 
 @pytest.mark.parametrize("mode", list(FAILURES))
@@ -215,12 +217,9 @@ def test_a_dying_process_ends_the_job_quickly_and_cleanly(tmp_path, mode):
     assert pathlib.Path(marker).exists(), f"the job failed before the planned death: {message}"
     died = float(pathlib.Path(marker).read_text())
     assert ended - died < ENDS_WITHIN_SECONDS, f"the job ended {ended - died:.1f}s after the death"
-    assert "failed" in message
+    assert message.startswith("rank 1 failed first: it was killed by signal 9"), message   # the dead one is blamed
     for rank in range(processes):                                                # no orphans
         pid = int(pathlib.Path(f"{marker}.pid{rank}").read_text())
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    # nothing left in shared memory, apart from the semaphores of the launcher's own result queue
-    # (this process's: they go when it frees the queue), which every rank saw when it started
-    launchers = set(pathlib.Path(f"{marker}.shm0").read_text().split())
-    assert shm_entries() - shm_before - launchers == set()
+    assert shm_entries() - shm_before == set()                                  # nothing left in shared memory

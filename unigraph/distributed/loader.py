@@ -33,7 +33,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor
 
-from unigraph.distributed.peers import RemoteError, payload_bytes
+from unigraph.distributed.peers import RemoteError, describe_failure, payload_bytes
 from unigraph.distributed.sampler import DistNeighborSampler, sample_on
 from unigraph.distributed.store import DistFeatureStore, DistGraph, Pending
 from unigraph.sampling.batch import Blocks
@@ -213,4 +213,5 @@ class _Waiting:
         try:
             return self._future.wait()
         except RuntimeError as err:
-            raise RemoteError(f"sampler process {self._name} failed to deliver a batch: {err}") from err
+            who = f"sampler process {self._name}"
+            raise RemoteError(f"{who} failed to deliver a batch: {describe_failure(err, who)}") from err

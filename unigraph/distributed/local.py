@@ -16,6 +16,7 @@ from torch import Tensor
 
 from unigraph.distributed import format as fmt
 from unigraph.distributed.book import PartitionBook
+from unigraph.kernels.cpu import start_numba_threads
 from unigraph.sampling import kernel_path, torch_kernels
 from unigraph.sampling.counter_rng import GOLDEN, MASK64
 from unigraph.sampling.csr_view import csr_ranges
@@ -33,6 +34,20 @@ def shifted_key(key: int, first: int) -> int:
     exactly what the single-machine sampler draws for those nodes: no kernel needs a second id.
     """
     return (key + first * GOLDEN) & MASK64
+
+
+def _numba_sample_layer(ptr, rows, fanout: int, replace: bool, key: int):
+    """The numba kernel on one thread: owners answer requests while their trainer computes (the
+    reason :class:`~unigraph.sampling.NeighborSampler` defaults to one thread too)."""
+    import numba  # noqa: PLC0415 - numba is optional
+    from unigraph.kernels import sampling  # noqa: PLC0415
+    start_numba_threads()
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:  # numba's thread count is per calling thread: set for this call only
+        return sampling.sample_layer(ptr, rows, fanout, replace, np.uint64(key))
+    finally:
+        numba.set_num_threads(previous)
 
 
 class LocalPartition:
@@ -93,9 +108,7 @@ class LocalPartition:
         rows = self.rows(ids)
         local_key = shifted_key(key, self.first)
         if self.path_used == "numba":
-            from unigraph.kernels import sampling  # noqa: PLC0415 - numba is optional
-            indptr, positions = sampling.sample_layer(self.indptr.numpy(), rows.numpy(), fanout, replace,
-                                                      np.uint64(local_key))
+            indptr, positions = _numba_sample_layer(self.indptr.numpy(), rows.numpy(), fanout, replace, local_key)
             counts, positions = torch.from_numpy(np.diff(indptr)), torch.from_numpy(positions)
         else:
             counts, positions = torch_kernels.sample_layer(self.indptr, rows, fanout, replace, local_key)

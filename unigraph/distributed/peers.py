@@ -103,12 +103,25 @@ class Peers:
             self.bytes_by_request = {}
 
 
+# What TensorPipe says when the other end of a connection is gone (its process died or left).
+CONNECTION_LOST = ("eof", "pipe closed", "connection reset", "connection refused", "broken pipe")
+
+
+def describe_failure(err: BaseException, who: str) -> str:
+    """The error of a request to ``who``, saying so plainly when ``who``'s process is gone."""
+    text = str(err)
+    if any(marker in text.lower() for marker in CONNECTION_LOST):
+        return f"{who} is gone (connection closed by peer: its process died or left): {text}"
+    return text
+
+
 def wait(future: torch.futures.Future, owner: int, request: str):
     """The value of a request's future; a failure becomes :class:`RemoteError` naming the owner."""
     try:
         return future.wait()
     except RuntimeError as err:
-        raise RemoteError(f"the {request!r} request to partition {owner} ({owner_name(owner)}) failed: {err}") from err
+        who = f"partition {owner} ({owner_name(owner)})"
+        raise RemoteError(f"the {request!r} request to {who} failed: {describe_failure(err, who)}") from err
 
 
 class RpcPeers(Peers):
