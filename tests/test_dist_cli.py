@@ -52,3 +52,34 @@ def test_train_on_one_partition_in_one_process(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "one trainer per partition, 0 sampler process(es) each, 2 epochs" in out
     assert "done: 2 epochs" in out and "peak RSS per process (MiB)" in out
+
+
+def test_a_damaged_part_is_refused_before_any_process_starts(parts, tmp_path, capsys):
+    import shutil  # noqa: PLC0415
+    copy = tmp_path / "copy"
+    shutil.copytree(parts, copy)
+    path = copy / "part-1.npz"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01                                 # one flipped bit inside an array
+    path.write_bytes(bytes(data))
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--partitions", str(copy), "--model", "sage"])
+    assert exit_.value.code == 2
+    assert "part-1.npz: does not match partitions.json" in capsys.readouterr().err
+
+
+def test_resuming_with_another_partition_set_is_refused_before_any_process_starts(tmp_path, capfd):
+    data = planted_partition(300, num_features=6, num_val=60, num_test=60, seed=0)
+    first, second = tmp_path / "first", tmp_path / "second"
+    partition_dataset(data, 1, first, method="random", seed=0)
+    partition_dataset(data, 1, second, method="random", seed=1)
+    run = ["--model", "sage", "--epochs", "1", "--batch-size", "32", "--fanouts", "3,3", "--progress", "off",
+           "--checkpoint", str(tmp_path / "ckpt")]
+    assert main(["train", "--partitions", str(first), *run]) == 0
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--partitions", str(second), *run, "--epochs", "2", "--resume"])
+    assert exit_.value.code == 2
+    assert "last.pt: was written by a run with" in capfd.readouterr().err
+    assert main(["train", "--partitions", str(first), *run, "--epochs", "2", "--resume", "--progress", "text"]) == 0
+    assert "last.pt after epoch 1" in capfd.readouterr().err     # progress: "resumed from DIR/last.pt after epoch 1"

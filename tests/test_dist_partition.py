@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from unigraph.cli import main
+from unigraph.data.checked_file import read_checked, write_checked
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
 from unigraph.distributed.local import LocalPartition
@@ -25,12 +26,18 @@ def dataset():
 
 @pytest.fixture(scope="module")
 def part_set(dataset, tmp_path_factory):
+    """A set written by the built-in partitioner (the format tests need no optional package)."""
     out = tmp_path_factory.mktemp("parts")
-    return partition_dataset(dataset, 3, out, method="metis"), out
+    return partition_dataset(dataset, 3, out, method="lp"), out
 
 
-def test_pymetis_is_there_for_the_metis_tests():
-    pytest.importorskip("pymetis", reason="the `partition` extra (pymetis) is not installed")
+def _edit_metadata(directory, edit) -> None:
+    """Rewrite ``partitions.json`` with ``edit`` applied, as a well-formed checked file (so what is
+    refused is the content, not the checksum)."""
+    path = directory / fmt.METADATA
+    meta = json.loads(read_checked(path, fmt.FORMAT))
+    edit(meta)
+    write_checked(path, fmt.FORMAT, json.dumps(meta).encode())
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -130,7 +137,7 @@ def test_corrupted_bytes_are_refused(part_set, tmp_path):
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF                                 # one flipped byte inside an array
     path.write_bytes(bytes(data))
-    with pytest.raises(fmt.PartitionFormatError, match="part-1.npz does not match partitions.json"):
+    with pytest.raises(fmt.PartitionFormatError, match="part-1.npz: does not match partitions.json .its SHA-256 differs"):
         LocalPartition.load(copy, 1)
     LocalPartition.load(copy, 0)                                 # the other parts still load
 
@@ -149,9 +156,7 @@ def test_a_part_of_another_set_is_refused_and_named(dataset, part_set, tmp_path)
     with pytest.raises(fmt.PartitionFormatError, match=f"identifies itself as set {other.set_id}, part 1"):
         LocalPartition.load(copy, 1)
     # even with its checksum copied over, the embedded set id gives it away
-    meta = json.loads((copy / fmt.METADATA).read_text())
-    meta["parts"][1].update(sha256=other.parts[1]["sha256"], bytes=other.parts[1]["bytes"])
-    (copy / fmt.METADATA).write_text(json.dumps(meta))
+    _edit_metadata(copy, lambda m: m["parts"][1].update(sha256=other.parts[1]["sha256"], bytes=other.parts[1]["bytes"]))
     with pytest.raises(fmt.PartitionFormatError, match=f"belongs to set {other.set_id}, part 1"):
         LocalPartition.load(copy, 1)
 
@@ -178,16 +183,35 @@ def test_arrays_that_contradict_the_metadata_are_refused(part_set, tmp_path):
 ])
 def test_metadata_that_does_not_add_up_is_refused(part_set, tmp_path, edit, message):
     copy = _copy(part_set, tmp_path)
-    meta = json.loads((copy / fmt.METADATA).read_text())
-    edit(meta)
-    (copy / fmt.METADATA).write_text(json.dumps(meta))
+    _edit_metadata(copy, edit)
+    with pytest.raises(fmt.PartitionFormatError, match=message):
+        fmt.read_metadata(copy)
+
+
+def test_a_truncated_part_is_refused(part_set, tmp_path):
+    copy = _copy(part_set, tmp_path)
+    path = copy / "part-0.npz"
+    path.write_bytes(path.read_bytes()[:-100])                   # a write cut short (the zip index is lost)
+    with pytest.raises(fmt.PartitionFormatError, match=r"part-0.npz: does not match partitions.json \(it holds \d+ bytes"):
+        LocalPartition.load(copy, 0)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[:-10], "is truncated"),
+    (lambda b: b[:-40] + bytes([b[-40] ^ 0x01]) + b[-39:], "is corrupted: its checksum does not match"),
+    (lambda b: b[b.index(b"\n{") + 1:], "no checksum header"),   # plain JSON, e.g. edited by hand
+])
+def test_damaged_metadata_is_refused(part_set, tmp_path, damage, message):
+    copy = _copy(part_set, tmp_path)
+    path = copy / fmt.METADATA
+    path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(fmt.PartitionFormatError, match=message):
         fmt.read_metadata(copy)
 
 
 def test_an_interrupted_write_leaves_a_set_that_is_refused(part_set, tmp_path):
     copy = _copy(part_set, tmp_path)
-    (copy / fmt.METADATA).write_text('{"format": "unigraph.partitions", "vers')   # torn JSON
+    write_checked(copy / fmt.METADATA, fmt.FORMAT, b'{"format": "unigraph.partitions", "vers')  # a writer's bad JSON
     with pytest.raises(fmt.PartitionFormatError, match="is not valid JSON"):
         fmt.read_metadata(copy)
     fmt.begin_write(copy)                                         # a new write starts by removing the metadata

@@ -189,15 +189,18 @@ def spec_from_args(args) -> jobs.JobSpec:
                         pipeline=pipeline, backend=args.backend, threads=args.threads, world_size=world)
 
 
-def check_files(spec: jobs.JobSpec) -> None:
+def check_files(spec: jobs.JobSpec, layout: dict | None = None) -> None:
     """The files the job will write or resume from, checked now rather than after an epoch: the
     checkpoint directory must be writable, a checkpoint to resume must be intact, complete and
-    written by a run with these settings and no more epochs than this one trains."""
+    written by a run with these settings, no more epochs than this one trains and, when given,
+    the trainers' ``layout`` (e.g. the same partition set)."""
     config = spec.train
     if config.checkpoint_dir is None:
         return
     if config.resume:
         state = ckpt.load_checkpoint(config.checkpoint_dir, epochs=config.epochs)
+        if layout is not None:
+            ckpt.check_compatible(state, layout)
         check_resume_config(state["config"], config)
     ckpt.prepare_directory(config.checkpoint_dir)
 

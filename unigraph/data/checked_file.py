@@ -18,6 +18,7 @@ not check the zip archive's CRCs), and a damaged archive never reaches the unpic
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -26,6 +27,7 @@ import pathlib
 import pickle
 import secrets
 import zipfile
+from typing import BinaryIO, Iterator
 
 import torch
 
@@ -74,16 +76,18 @@ def _fsync_directory(directory: pathlib.Path) -> None:
         os.close(handle)
 
 
-def write_checked(path: str | os.PathLike, kind: str, payload: bytes) -> pathlib.Path:
-    """Write ``payload`` under a header naming ``kind`` and its checksum, atomically (see module)."""
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """``with atomic_write(path) as file: file.write(...)``: ``path`` appears, with every byte on
+    disk, only when the block finishes without an error (see the module docstring). For files that
+    carry their checksum elsewhere (a partition set's parts are listed with their SHA-256 in its
+    checked metadata) and are streamed rather than held in memory whole."""
     path = pathlib.Path(path)
     remove_stale_temporaries(path)
-    header = json.dumps({"kind": kind, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()})
     tmp = _temporary_name(path)
     try:
         with open(tmp, "xb") as file:
-            file.write(MAGIC + header.encode() + b"\n")
-            file.write(payload)
+            yield file
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
@@ -91,7 +95,24 @@ def write_checked(path: str | os.PathLike, kind: str, payload: bytes) -> pathlib
         tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
-    return path
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, streamed (memory does not grow with the file)."""
+    hasher = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(_CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def write_checked(path: str | os.PathLike, kind: str, payload: bytes) -> pathlib.Path:
+    """Write ``payload`` under a header naming ``kind`` and its checksum, atomically (see module)."""
+    header = json.dumps({"kind": kind, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()})
+    with atomic_write(path) as file:
+        file.write(MAGIC + header.encode() + b"\n")
+        file.write(payload)
+    return pathlib.Path(path)
 
 
 def read_checked(path: str | os.PathLike, kind: str) -> bytes:

@@ -21,7 +21,7 @@ import sys
 from unigraph.data.planetoid import NAMES as PLANETOID_NAMES
 from unigraph.distributed import format as fmt
 from unigraph.distributed.partition import METHODS, format_report, partition_dataset
-from unigraph.distributed.train import DistJobSpec, run_partitioned_job
+from unigraph.distributed.train import DistJobSpec, partitioned_layout, run_partitioned_job
 from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, free_port, launch
 
@@ -67,21 +67,24 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
 
 
 def run_partition(parser: argparse.ArgumentParser, args) -> int:
+    from unigraph.cli import USER_ERRORS  # noqa: PLC0415 - loaded: cli.py is what calls this
     from unigraph.train import job as jobs  # noqa: PLC0415 - the dataset loader of `unigraph train`
     try:
         if args.nodes < 100:
             raise ValueError(f"--nodes must be >= 100, got {args.nodes}")
         dataset = jobs.load_dataset(jobs.JobSpec(dataset=args.dataset, root=args.root, synthetic_nodes=args.nodes))
         info = partition_dataset(dataset, args.parts, args.out, method=args.method, seed=args.seed)
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
+    except (*USER_ERRORS, ImportError) as err:  # ImportError: --method metis without pymetis
         parser.error(str(err))
     print(format_report(info), flush=True)
     return 0
 
 
 def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.PartitionSetInfo, int]:
-    """The job, the set's metadata and the processes to start on this machine."""
-    from unigraph.cli import spec_from_args  # noqa: PLC0415 - model and training options, parsed once, there
+    """The job, the set's metadata and the processes to start on this machine; the files it reads
+    and writes are checked here, before any process starts: the metadata, the parts this machine's
+    trainers load (checksums and set ids), the checkpoint directory and a checkpoint to resume."""
+    from unigraph.cli import check_files, spec_from_args  # noqa: PLC0415 - the rules of `unigraph train`, there
 
     for name, default in _NOT_WITH_PARTITIONS.items():
         if getattr(args, name) != default:
@@ -111,13 +114,19 @@ def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.Parti
                        rank_offset=args.node_rank * (nproc or 0))
     if spec.prefetch < 0:
         raise ValueError(f"--prefetch must be >= 0, got {spec.prefetch}")
+    if nproc is not None:  # (under torchrun every process checks its own part as it loads it)
+        trainers_here = nproc // group
+        for part in range(args.node_rank * trainers_here, (args.node_rank + 1) * trainers_here):
+            fmt.load_part_arrays(info, part, names=())
+    check_files(train, layout=partitioned_layout(info))
     return spec, info, nproc
 
 
 def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
+    from unigraph.cli import USER_ERRORS  # noqa: PLC0415 - loaded: cli.py is what calls this
     try:
         spec, info, nproc = _spec(parser, args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+    except USER_ERRORS as err:
         parser.error(str(err))
     if args.node_rank == 0 and int(os.environ.get("RANK", 0)) == 0:
         print(f"unigraph train: {spec.model.name} ({spec.model.num_layers} layers) on the partition set "

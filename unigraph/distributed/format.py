@@ -3,9 +3,11 @@
 No pickle anywhere: arrays are numpy ``.npy`` records in an (uncompressed) zip, read with
 ``allow_pickle=False``; the metadata is JSON. Layout of a directory::
 
-    partitions.json   format tag and version, set id, sizes, the partition book (node offsets),
-                      the method, the report, and per part: file name, SHA-256, byte size and
-                      counts (nodes, edges, training/validation/test nodes, halo)
+    partitions.json   a checked file (:mod:`unigraph.data.checked_file`: a header with the SHA-256
+                      of the JSON that follows it) holding the format tag and version, set id, sizes,
+                      the partition book (node offsets), the method, the report, and per part: file
+                      name, SHA-256, byte size and counts (nodes, edges, training/validation/test
+                      nodes, halo)
     part-0.npz ...    one per partition (arrays below)
 
 Arrays of part ``p`` (``n`` owned nodes, ``e`` in-edges of them, ``h`` halo nodes; ids are the
@@ -27,11 +29,13 @@ Inside a row, in-edges keep the original graph's edge order (a stable sort by de
 order of ``Graph.in_csr()``: that is what lets the distributed sampler draw the very samples the
 single-machine sampler draws (:mod:`unigraph.distributed.sampler`).
 
-Writing: every part, then the metadata, each written atomically (:mod:`._files`); an old
+Writing: every part, then the metadata, each written atomically (``checked_file.atomic_write``;
+the parts are streamed to disk, their checksums kept in the checked metadata); an old
 ``partitions.json`` is removed first, so an interrupted write leaves a directory that is refused
 (no metadata), never a mix of two sets that looks whole. Reading (:func:`read_metadata`,
-:func:`load_part_arrays`) refuses, with a message naming the file and the problem: a missing
-file, a SHA-256 that does not match (corrupted bytes, or a file from another set, which the
+:func:`load_part_arrays`) refuses, with a :class:`PartitionFormatError` (a ``DataFileError``)
+naming the file and the problem: a missing file, damaged metadata, a SHA-256 that does not match
+(corrupted or truncated bytes, or a file from another set, which the
 embedded set id then identifies), and arrays whose dtypes, shapes or value ranges contradict the
 metadata.
 """
@@ -46,7 +50,8 @@ import zipfile
 
 import numpy as np
 
-from unigraph.distributed._files import atomic_write, sha256_file
+from unigraph.data.checked_file import atomic_write, read_checked, sha256_file, write_checked
+from unigraph.data.errors import DataFileError
 from unigraph.distributed.book import PartitionBook
 
 FORMAT = "unigraph.partitions"
@@ -59,8 +64,9 @@ ALL_ARRAYS = ("set_id", "part_id", "orig_ids", "indptr", "indices", "eids", "x",
 PART_COUNTS = ("nodes", "edges", "train", "val", "test", "halo")
 
 
-class PartitionFormatError(ValueError):
-    """A partition set on disk is incomplete, damaged, or does not match its metadata."""
+class PartitionFormatError(DataFileError):
+    """A partition set on disk is incomplete, damaged, or does not match its metadata
+    (``path``: the file or directory refused, ``problem``: why)."""
 
 
 def part_file(part: int) -> str:
@@ -127,15 +133,13 @@ def write_part(directory: pathlib.Path, set_id: str, part: int, arrays: dict[str
 
 def write_metadata(info: PartitionSetInfo) -> pathlib.Path:
     path = info.directory / METADATA
-    with atomic_write(path) as file:
-        file.write(json.dumps(info.to_json(), indent=1).encode("utf-8"))
-    return path
+    return write_checked(path, FORMAT, json.dumps(info.to_json(), indent=1).encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------- reading
 def _require(condition: bool, path, message: str) -> None:
     if not condition:
-        raise PartitionFormatError(f"{path}: {message}")
+        raise PartitionFormatError(path, message)
 
 
 def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
@@ -145,12 +149,14 @@ def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
     if not directory.is_dir():
         raise FileNotFoundError(f"partition directory {directory} does not exist")
     if not path.is_file():
-        raise PartitionFormatError(f"{directory} holds no {METADATA}: not a partition set, or one whose writing "
+        raise PartitionFormatError(directory, f"holds no {METADATA}: not a partition set, or one whose writing "
                                    "was interrupted (write it again with `unigraph partition`)")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PartitionFormatError(f"{path} is not valid JSON ({err})") from None
+        raw = json.loads(read_checked(path, FORMAT).decode("utf-8"))
+    except DataFileError as err:  # no checksum header, truncated, corrupted bytes
+        raise PartitionFormatError(err.path, err.problem) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:  # intact bytes that a writer got wrong
+        raise PartitionFormatError(path, f"is not valid JSON ({err})") from None
     _require(isinstance(raw, dict) and raw.get("format") == FORMAT, path, f"no {FORMAT!r} format tag")
     _require(raw.get("version") == VERSION, path,
              f"format version {raw.get('version')!r}; this unigraph reads version {VERSION}")
@@ -167,7 +173,7 @@ def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
     try:
         book = PartitionBook(raw["offsets"])
     except (TypeError, ValueError) as err:
-        raise PartitionFormatError(f"{path}: bad node offsets ({err})") from None
+        raise PartitionFormatError(path, f"bad node offsets ({err})") from None
     _require(book.num_nodes == raw["num_nodes"], path, f"offsets end at {book.num_nodes}, num_nodes={raw['num_nodes']}")
     _require(raw["feature_dtype"] in ("float16", "bfloat16", "float32", "float64"), path,
              f"feature_dtype {raw['feature_dtype']!r} is not a float type")
@@ -211,8 +217,10 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
     if verify:
         size = path.stat().st_size
         if size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
+            what = (f"it holds {size} bytes, {METADATA} says {entry['bytes']}" if size != entry["bytes"]
+                    else f"its SHA-256 differs from the one in {METADATA}")
             raise PartitionFormatError(
-                f"{path} does not match {METADATA} (size {size} vs {entry['bytes']} bytes, or its SHA-256 differs): "
+                path, f"does not match {METADATA} ({what}): "
                 f"the file is corrupted or belongs to another partition set; it identifies itself as "
                 f"{_embedded_identity(path)}, the metadata expects set {info.set_id}, part {part}")
     try:
@@ -223,7 +231,7 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
                      f"part {part}")
             arrays = {name: npz[name] for name in names if name not in ("set_id", "part_id")}
     except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as err:
-        raise PartitionFormatError(f"{path} cannot be read as a partition file ({type(err).__name__}: {err})") from None
+        raise PartitionFormatError(path, f"cannot be read as a partition file ({type(err).__name__}: {err})") from None
     _check_arrays(path, info, part, arrays)
     return arrays
 

@@ -89,6 +89,11 @@ class Role:
         return owner_name(self.part) if self.is_trainer else sampler_name(self.part, self.sampler)
 
 
+def partitioned_layout(info: fmt.PartitionSetInfo) -> dict:
+    """What a checkpoint of a partitioned run must match to be resumed: the set (and so its trainers)."""
+    return {"mode": "partitions", "world_size": info.num_parts, "partition_set": info.set_id}
+
+
 def role_of(rank: int, world_size: int, num_samplers: int, num_parts: int) -> Role:
     group = 1 + num_samplers
     if world_size != num_parts * group:
@@ -175,7 +180,7 @@ class DistTrainer(Trainer):
 
     @property
     def layout(self) -> dict:
-        return {"mode": "partitions", "world_size": self.world_size, "partition_set": self.graph.info.set_id}
+        return partitioned_layout(self.graph.info)
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
