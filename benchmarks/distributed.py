@@ -196,7 +196,8 @@ def markdown(result: dict) -> str:
              f"gathered per seed, {100 * dist['remote_row_share']:.1f}% of them owned by another partition. "
              f"Remote-feature cache: {dist['cache_rows_per_trainer']} rows per trainer, hit rate "
              f"{dist['cache_hit_rate'] if dist['cache_hit_rate'] is None else round(dist['cache_hit_rate'], 3)}.", "",
-             "## Time per step (TAKEN ON A SHARED, LOADED MACHINE: indicative only)", "",
+             f"## Time per step ({'quiet machine' if result.get('quiet') else 'TAKEN ON A LOADED MACHINE: indicative only'})",
+             "",
              "| run | step (ms) | waiting for sampling | waiting for features | computing | other | batches/s |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, run in (("single, same code", same), *((f"distributed, trainer {i}", {"per_step": [s]})
@@ -208,6 +209,12 @@ def markdown(result: dict) -> str:
     lines += ["", f"Load average when the timed runs started: {result['load_average']}.", "",
               "Partition report:", "", "```", result["prepare"]["reports"]["parts"]["text"], "```", ""]
     return "\n".join(lines)
+
+
+def is_quiet(load: tuple[float, ...]) -> bool:
+    """A machine is quiet for timing when, as the timed runs start, the 1-minute load average is
+    under half its cores (other programs then use less than half of it)."""
+    return load[0] < 0.5 * (os.cpu_count() or 1)
 
 
 def main(argv=None) -> int:
@@ -276,7 +283,9 @@ def main(argv=None) -> int:
               "graph_edges": sum(e["edges"] for e in prepared["reports"]["parts"]["parts"]),
               "single_trainer": single, "single_same_code": describe_run(same, args.epochs, seeds),
               "distributed": describe_run(dist, args.epochs, seeds),
-              "timing_note": "time shares and batches/s were taken on a shared, loaded machine: indicative only"}
+              "quiet": is_quiet(load)}
+    result["timing_note"] = ("taken on a quiet machine" if result["quiet"] else
+                             "time shares and batches/s were taken on a loaded machine: indicative only")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "distributed_cpu" + ("_quick" if args.quick else "")

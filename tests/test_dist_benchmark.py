@@ -37,4 +37,6 @@ def test_quick_run_writes_its_results(tmp_path):
     result = json.loads((tmp_path / "distributed_cpu_quick.json").read_text())
     assert len(result["distributed"]["peak_rss_mib"]) == 4
     assert result["distributed"]["rpc_bytes_per_epoch"] > 0
-    assert "TAKEN ON A SHARED, LOADED MACHINE" in (tmp_path / "distributed_cpu_quick.md").read_text()
+    label = "quiet machine" if result["quiet"] else "TAKEN ON A LOADED MACHINE"
+    assert result["quiet"] == bench.is_quiet(tuple(result["load_average"]))
+    assert f"## Time per step ({label}" in (tmp_path / "distributed_cpu_quick.md").read_text()

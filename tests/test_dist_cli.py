@@ -44,16 +44,6 @@ def test_a_missing_or_broken_partition_set_is_named(tmp_path, capsys):
     assert "holds no partitions.json" in capsys.readouterr().err
 
 
-def test_train_on_one_partition_in_one_process(tmp_path, capsys):
-    """The whole command path (launcher, job, trainer, summary) on the smallest job: 1 process."""
-    partition_dataset(planted_partition(300, num_features=6, num_val=60, num_test=60, seed=0), 1, tmp_path, method="random")
-    assert main(["train", "--partitions", str(tmp_path), "--model", "sage", "--epochs", "2", "--batch-size", "16",
-                 "--fanouts", "3,3", "--progress", "off", "--cache-size", "5"]) == 0
-    out = capsys.readouterr().out
-    assert "one trainer per partition, 0 sampler process(es) each, 2 epochs" in out
-    assert "done: 2 epochs" in out and "peak RSS per process (MiB)" in out
-
-
 def test_a_damaged_part_is_refused_before_any_process_starts(parts, tmp_path, capsys):
     import shutil  # noqa: PLC0415
     copy = tmp_path / "copy"
@@ -68,15 +58,18 @@ def test_a_damaged_part_is_refused_before_any_process_starts(parts, tmp_path, ca
     assert "part-1.npz: does not match partitions.json" in capsys.readouterr().err
 
 
-def test_resuming_with_another_partition_set_is_refused_before_any_process_starts(tmp_path, capfd):
+def test_train_then_resume_refusing_another_partition_set_before_any_process_starts(tmp_path, capfd):
+    """The whole command path (launcher, job, trainer, summary) on the smallest job, 1 process."""
     data = planted_partition(300, num_features=6, num_val=60, num_test=60, seed=0)
     first, second = tmp_path / "first", tmp_path / "second"
     partition_dataset(data, 1, first, method="random", seed=0)
     partition_dataset(data, 1, second, method="random", seed=1)
     run = ["--model", "sage", "--epochs", "1", "--batch-size", "32", "--fanouts", "3,3", "--progress", "off",
            "--checkpoint", str(tmp_path / "ckpt")]
-    assert main(["train", "--partitions", str(first), *run]) == 0
-    capfd.readouterr()
+    assert main(["train", "--partitions", str(first), *run, "--cache-size", "5"]) == 0   # the whole command path
+    out = capfd.readouterr().out
+    assert "one trainer per partition, 0 sampler process(es) each, 1 epochs" in out
+    assert "done: 1 epochs" in out and "peak RSS per process (MiB)" in out
     with pytest.raises(SystemExit) as exit_:
         main(["train", "--partitions", str(second), *run, "--epochs", "2", "--resume"])
     assert exit_.value.code == 2
