@@ -33,6 +33,7 @@ def test_the_report_adds_up():
 
 @pytest.mark.slow
 def test_quick_run_writes_its_results(tmp_path):
+    pytest.importorskip("pymetis", reason="the benchmark partitions with METIS: the `partition` extra (pymetis)")
     assert bench.main(["--quick", "--epochs", "1", "--work", str(tmp_path / "work"), "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "distributed_cpu_quick.json").read_text())
     assert len(result["distributed"]["peak_rss_mib"]) == 4

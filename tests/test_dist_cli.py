@@ -76,3 +76,52 @@ def test_train_then_resume_refusing_another_partition_set_before_any_process_sta
     assert "last.pt: was written by a run with" in capfd.readouterr().err
     assert main(["train", "--partitions", str(first), *run, "--epochs", "2", "--resume", "--progress", "text"]) == 0
     assert "last.pt after epoch 1" in capfd.readouterr().err     # progress: "resumed from DIR/last.pt after epoch 1"
+
+
+def _run_machines(commands: list[list[str]], within: float = 300.0) -> list[str]:
+    """Start one process per simulated machine; all must exit 0 within ``within`` seconds (else
+    every one is killed and the test fails with their output)."""
+    import subprocess  # noqa: PLC0415
+    started = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in commands]
+    outputs = []
+    try:
+        for process in started:
+            outputs.append(process.communicate(timeout=within)[0])
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for process, out in zip(started, outputs):
+        assert process.returncode == 0, out[-3000:]
+    return outputs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("starter", ["nproc", "node-rank", "torchrun"])
+def test_the_command_lines_of_the_issue(tmp_path, starter):
+    """`unigraph train --partitions DIR --nproc 4 --model sage --epochs 2` on one machine; two
+    simulated machines (--nnodes 2 --node-rank r --master-addr --master-port) with unigraph's own
+    launcher and with torchrun, each machine one trainer of a 2-part set."""
+    import sys  # noqa: PLC0415
+
+    from unigraph.train.launch import free_port  # noqa: PLC0415
+    parts = 4 if starter == "nproc" else 2
+    partition_dataset(planted_partition(400, num_features=6, num_val=60, num_test=60, seed=0), parts, tmp_path,
+                      method="lp")
+    unigraph = [sys.executable, "-m", "unigraph.cli"]
+    job = ["train", "--partitions", str(tmp_path), "--model", "sage", "--epochs", "2", "--batch-size", "16",
+           "--fanouts", "4,3", "--progress", "off"]
+    port = str(free_port())
+    if starter == "nproc":
+        commands = [unigraph + job + ["--nproc", "4"]]
+    elif starter == "node-rank":
+        commands = [unigraph + job + ["--nproc", "1", "--nnodes", "2", "--node-rank", str(r), "--master-addr",
+                                      "127.0.0.1", "--master-port", port] for r in range(2)]
+    else:
+        commands = [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                     "--node-rank", str(r), "--master-addr", "127.0.0.1", "--master-port", port, "-m",
+                     "unigraph.cli"] + job for r in range(2)]
+    outputs = _run_machines(commands)
+    assert f"on the partition set {tmp_path} ({parts} partitions" in outputs[0]
+    assert "done: 2 epochs" in outputs[0], outputs[0][-2000:]

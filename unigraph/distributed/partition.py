@@ -40,7 +40,8 @@ from unigraph.sampling.csr_view import csr_ranges
 from unigraph.sampling.partition import partition_graph
 
 METHODS = ("metis", "lp", "random")
-INSTALL_METIS = "pip install 'unigraph[partition]' (or: pip install pymetis)"
+INSTALL_METIS = ("pip install 'unigraph[partition]' (or: pip install pymetis); or partition without it: --method lp "
+                 "(the built-in partitioner) or --method random")
 
 
 def undirected_adjacency(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
