@@ -60,7 +60,7 @@ from unigraph.train.layers import num_layers
 from unigraph.train.job import ModelSpec
 from unigraph.train.metrics import EpochMetrics
 from unigraph.train.models import build_node_classifier
-from unigraph.train.rng import capture_rng_state, seed_everything
+from unigraph.train.rng import seed_everything
 from unigraph.train.trainer import Trainer, make_optimizer
 
 
@@ -187,14 +187,6 @@ class DistTrainer(Trainer):
         if self.world_size > 1:
             dist.all_reduce(tensor, group=self.group)
         return tensor.tolist()
-
-    def _rng_states(self) -> list[dict]:
-        state = capture_rng_state()
-        if self.world_size == 1:
-            return [state]
-        gathered: list = [None] * self.world_size
-        dist.all_gather_object(gathered, state, group=self.group)
-        return gathered
 
     # ------------------------------------------------------------------ training
     def _counters(self) -> dict[str, int]:

@@ -97,6 +97,8 @@ class Trainer:
     Features are cast to the model's parameter dtype (so a ``model.double()`` trains in float64).
     """
 
+    group = None  # the ranks' process group (None: the default group); DistTrainer trains on a subgroup
+
     def __init__(self, model: torch.nn.Module, dataset: NodeDataset, config: TrainConfig, *,
                  context: DistContext | None = None, device: torch.device | str | None = None):
         if not isinstance(model, torch.nn.Module):
@@ -205,7 +207,7 @@ class Trainer:
         if self.world_size == 1:
             return [state]
         gathered: list = [None] * self.world_size
-        dist.all_gather_object(gathered, state)
+        dist.all_gather_object(gathered, state, group=self.group)
         return gathered
 
     def save_checkpoint(self, epoch: int) -> None:
