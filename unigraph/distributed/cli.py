@@ -151,14 +151,11 @@ def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
 
 
 def _print_summary(summaries: list[dict]) -> None:
+    from unigraph.cli import _print_summary as print_done  # noqa: PLC0415 - the "done: ..." line of every run
     trainers = [s for s in summaries if "epochs" in s]
-    first = trainers[0]
-    stop = " (early stop)" if first["stopped_early"] else ""
     sent = sum(s["traffic"]["bytes_sent"] + s["traffic"]["bytes_received"] for s in summaries) + \
         sum(s["loader"]["sampler_bytes"] for s in trainers)
-    print(f"done: {first['epochs']} epochs{stop} in {first['seconds']:.1f} s ({first['mean_epoch_ms']:.1f} ms per "
-          f"epoch); best epoch {first['best_epoch']}: val acc {first['best_val_acc']:.4f}, test acc "
-          f"{first['test_acc']:.4f}", flush=True)
+    print_done(trainers[0])
     hits = sum(s["cache"]["hits"] for s in trainers)
     looked_up = hits + sum(s["cache"]["misses"] for s in trainers)
     rate = f"{hits / looked_up:.3f}" if looked_up else "n/a"
