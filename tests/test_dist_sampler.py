@@ -6,6 +6,8 @@ real processes.
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from scipy import stats
@@ -258,6 +260,33 @@ def test_prefetching_yields_the_batches_of_the_synchronous_loader(world):
             assert_same_blocks(a, b)
             assert torch.equal(a.x, world.x[a.input_nodes]) and torch.equal(a.x, b.x)
             assert torch.equal(a.y, world.y[a.seeds]) and torch.equal(a.y, b.y)
+
+
+@pytest.mark.parametrize("prefetch", [1, 3])
+def test_prefetch_prepares_the_next_batches_while_one_is_used_and_no_more(world, prefetch):
+    """While the caller holds batch b, batches b+1..b+prefetch are sampled (overlapping its step),
+    and no further one: the queue is bounded."""
+    graph = world.dist_graph(1)
+    nodes = graph.local.first + torch.nonzero(graph.local.train_mask).squeeze(1)
+    sampler = DistNeighborSampler([3, 3])
+    sampled, sample = [], sampler.sample
+    sampler.sample = lambda *args, **kwargs: sampled.append(kwargs["key"]) or sample(*args, **kwargs)
+
+    def sampled_soon(count: int) -> int:
+        deadline = time.monotonic() + 10.0
+        while len(sampled) < count and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.1)                                           # time to overshoot, were the queue unbounded
+        return len(sampled)
+
+    with DistNodeLoader(graph, nodes, sampler, features=DistFeatureStore(graph), num_batches=6, seed=1,
+                        prefetch=prefetch) as loader:
+        batches = iter(loader)
+        next(batches)
+        assert sampled_soon(1 + prefetch) == 1 + prefetch
+        next(batches)
+        assert sampled_soon(2 + prefetch) == 2 + prefetch
+        assert len(list(batches)) == 4 and len(sampled) == 6
 
 
 # ---------------------------------------------------------------------- errors

@@ -180,7 +180,7 @@ class DistNodeLoader:
         waiting: deque = deque()
         upcoming = iter(tasks)
         for _ in range(len(tasks)):
-            while len(waiting) < max(1, self.prefetch):
+            while len(waiting) < 1 + self.prefetch:  # the batch needed now, and `prefetch` more while it is used
                 task = next(upcoming, None)
                 if task is None:
                     break
