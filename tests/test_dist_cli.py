@@ -25,6 +25,8 @@ def parts(tmp_path_factory):
     (["--num-samplers", "-1"], "--num-samplers must be >= 0"),
     (["--prefetch", "-1"], "--prefetch must be >= 0"),
     (["--fanouts", "5"], "--fanouts has 1 entries but the model has 2 layers"),
+    (["--model", "rgcn"], "'rgcn' classifies the nodes of heterogeneous graphs"),
+    (["--model", "gat", "--hidden", "0"], "GATConv out_channels must be a positive int, got 0"),
 ])
 def test_bad_arguments_stop_before_any_process_starts(parts, capsys, arguments, message):
     with pytest.raises(SystemExit) as exit_:

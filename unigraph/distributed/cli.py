@@ -18,10 +18,10 @@ import functools
 import os
 import sys
 
-from unigraph.data.planetoid import NAMES as PLANETOID_NAMES
 from unigraph.distributed import format as fmt
 from unigraph.distributed.partition import METHODS, format_report, partition_dataset
-from unigraph.distributed.train import DistJobSpec, partitioned_layout, run_partitioned_job
+from unigraph.distributed.train import DistJobSpec, build_model, partitioned_layout, run_partitioned_job
+from unigraph.train import job as jobs
 from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, free_port, launch
 
@@ -33,7 +33,7 @@ _NOT_WITH_PARTITIONS = {"dataset": "synthetic", "root": None, "nodes": 2000, "pi
 def add_partition_command(commands) -> argparse.ArgumentParser:
     """The ``unigraph partition`` sub-command (its handler is ``args.run``)."""
     parser = commands.add_parser("partition", help="cut a dataset into a partition set for training across machines")
-    parser.add_argument("--dataset", default="synthetic", choices=("synthetic",) + PLANETOID_NAMES,
+    parser.add_argument("--dataset", default="synthetic", choices=jobs.DATASETS,
                         help="any dataset `unigraph train` takes (default: synthetic)")
     parser.add_argument("--root", help="folder with the Planetoid files for cora/citeseer/pubmed")
     parser.add_argument("--nodes", type=int, default=2000, help="nodes of the synthetic graph (default 2000)")
@@ -68,7 +68,6 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
 
 def run_partition(parser: argparse.ArgumentParser, args) -> int:
     from unigraph.cli import USER_ERRORS  # noqa: PLC0415 - loaded: cli.py is what calls this
-    from unigraph.train import job as jobs  # noqa: PLC0415 - the dataset loader of `unigraph train`
     try:
         if args.nodes < 100:
             raise ValueError(f"--nodes must be >= 100, got {args.nodes}")
@@ -114,6 +113,7 @@ def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.Parti
                        rank_offset=args.node_rank * (nproc or 0))
     if spec.prefetch < 0:
         raise ValueError(f"--prefetch must be >= 0, got {spec.prefetch}")
+    build_model(spec, info)  # a model that does not fit the set's features and classes: fail now
     if nproc is not None:  # (under torchrun every process checks its own part as it loads it)
         trainers_here = nproc // group
         for part in range(args.node_rank * trainers_here, (args.node_rank + 1) * trainers_here):
