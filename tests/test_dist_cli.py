@@ -19,6 +19,8 @@ def parts(tmp_path_factory):
     (["--dataset", "cora"], "--dataset does not apply with --partitions"),
     (["--num-workers", "2"], "--num-workers does not apply with --partitions"),
     (["--pipeline-stages", "2"], "--pipeline-stages does not apply with --partitions"),
+    (["--task", "graph"], "--task does not apply with --partitions"),
+    (["--log-dir", "logs"], "--log-dir does not apply with --partitions"),
     (["--nproc", "3"], "the partition set has 2 partitions (one trainer each), but --nproc 3 x --nnodes 1"),
     (["--nnodes", "2", "--node-rank", "2", "--master-port", "1234"], "--node-rank must be in 0..--nnodes-1 = 0..1"),
     (["--nnodes", "2"], "--nnodes > 1 needs --master-port"),

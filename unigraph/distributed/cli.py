@@ -27,7 +27,8 @@ from unigraph.train.launch import LaunchError, free_port, launch
 
 # train options that describe an in-memory dataset or another kind of parallelism
 _NOT_WITH_PARTITIONS = {"dataset": "synthetic", "root": None, "nodes": 2000, "pipeline_stages": None,
-                        "micro_batches": None, "balance": None, "num_workers": 0}
+                        "micro_batches": None, "balance": None, "num_workers": 0, "task": "node", "log_dir": None,
+                        "tensorboard": False}
 
 
 def add_partition_command(commands) -> argparse.ArgumentParser:
