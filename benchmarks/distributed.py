@@ -29,10 +29,11 @@ backward, optimizer, all-reduce) and the rest, and training batches per second.
 Memory, traffic and accuracy do not depend on the machine's load; the time shares and batches per
 second do: taken on a shared machine they are labelled so in the results.
 
-    python benchmarks/distributed.py --work /tmp/dist-work   # the target run: 2M nodes, 41M edges (~35 min on
-                                                             # 2 busy cores; about 10 GB of memory while preparing)
+    python benchmarks/distributed.py --work /tmp/dist-work --out benchmarks/results
+        # the committed run: 2M nodes, 41M edges (~25-35 min on 2 busy cores; about 10 GB of memory
+        # while preparing); without --out the results go to benchmarks/results/scratch
     python benchmarks/distributed.py --work /tmp/dist-work --reuse-work   # again, on the prepared files
-    python benchmarks/distributed.py --quick --out /tmp/dist   # a smoke run on small sizes
+    python benchmarks/distributed.py --quick   # a smoke run on small sizes (into scratch)
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ import time
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/distributed.py` from anywhere
     sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import environment  # noqa: E402 - after the path set-up above
 
 HIDDEN = 128
 TRAIN_SHARE, VAL_SHARE, TEST_SHARE = 0.10, 0.01, 0.01
@@ -211,10 +214,10 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def is_quiet(load: tuple[float, ...]) -> bool:
+def is_quiet(load: tuple[float, ...] | None) -> bool:
     """A machine is quiet for timing when, as the timed runs start, the 1-minute load average is
     under half its cores (other programs then use less than half of it)."""
-    return load[0] < 0.5 * (os.cpu_count() or 1)
+    return load is not None and load[0] < 0.5 * (os.cpu_count() or 1)
 
 
 def main(argv=None) -> int:
@@ -234,7 +237,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prefetch", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per process (default 1)")
     parser.add_argument("--work", default=None, help="scratch directory (default: a new one under /tmp)")
-    parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
+    environment.add_out_argument(parser)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--reuse-work", action="store_true", help="skip the prepare step: --work already holds "
                         "what an earlier run with the same sizes prepared (e.g. to re-time on a quiet machine)")
@@ -245,9 +248,11 @@ def main(argv=None) -> int:
 
     import torch  # noqa: PLC0415
 
-    from benchmarks.environment import machine, versions  # noqa: PLC0415
+    from benchmarks.environment import load_average, machine, versions  # noqa: PLC0415
+    from unigraph.benchmarking import output  # noqa: PLC0415
     from unigraph.train import launch  # noqa: PLC0415
 
+    out = environment.out_dir(args)  # a --quick run aimed at the committed results is refused before any work
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="unigraph-dist-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     config = {k: v for k, v in vars(args).items() if k not in ("work", "out")}
@@ -270,7 +275,7 @@ def main(argv=None) -> int:
                                                                               timeout=6 * 3600.0)[0])
         prepared["config"] = config
         (work / "prepared.json").write_text(json.dumps(prepared))
-    load = os.getloadavg()
+    load = load_average()
     single = step("single process, Trainer", lambda: launch(single_trainer, 1, args=(shared,), timeout=6 * 3600.0,
                                                              threads=args.threads)[0])
     owned = args.nodes // args.parts
@@ -279,19 +284,15 @@ def main(argv=None) -> int:
                 int(args.cache_share * owned))
     seeds = sum(e["train"] for e in prepared["reports"]["parts"]["parts"])
     result = {"date": datetime.date.today().isoformat(), "config": config, "machine": machine(torch.device("cpu")),
-              "versions": versions(), "load_average": [round(x, 2) for x in load], "prepare": prepared,
+              "versions": versions(), "load_average": list(load) if load else None, "prepare": prepared,
               "graph_edges": sum(e["edges"] for e in prepared["reports"]["parts"]["parts"]),
               "single_trainer": single, "single_same_code": describe_run(same, args.epochs, seeds),
               "distributed": describe_run(dist, args.epochs, seeds),
               "quiet": is_quiet(load)}
     result["timing_note"] = ("taken on a quiet machine" if result["quiet"] else
                              "time shares and batches/s were taken on a loaded machine: indicative only")
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = "distributed_cpu" + ("_quick" if args.quick else "")
-    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
-    (out / f"{stem}.md").write_text(markdown(result))
-    print(markdown(result))
+    environment.write_report(result, out, stem, lambda result, path: output.write_text(path, markdown(result)))
     return 0
 
 
