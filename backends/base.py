@@ -148,6 +148,11 @@ class Backend:
               e: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         raise NotImplementedError
 
+    def arg_dtype(self, op: str, num_src: int, num_edges: int) -> torch.dtype:
+        """The dtype of the arg tensors :meth:`gspmm` returns for max/min (int64 here; a backend
+        may narrow it, and the custom operator's fake implementation asks this same method)."""
+        return torch.int64
+
     def gsddmm(self, g: GraphTensors, op: str, lhs: Tensor | None, rhs: Tensor | None,
                lhs_target: str, rhs_target: str) -> Tensor:
         raise NotImplementedError
@@ -277,6 +282,7 @@ def scatter_at_rows(values: Tensor, rows: Tensor, num_rows: int, feature_shape: 
     offsets = broadcast_offsets(feature_shape, tuple(values.shape[1:]), values.device)
     # rows == -1 go to one spare row past the end, dropped after the sum: no boolean masking
     # (which costs a nonzero pass and two compacting copies)
+    rows = rows.to(torch.int64)  # an int32 arg (a backend's narrower winners) would overflow ``* width``
     spare_row = torch.where(rows >= 0, rows, num_rows).reshape(rows.shape[0], offsets.numel())
     flat = (spare_row * width + offsets).reshape(-1)
     result = values.new_zeros((num_rows + 1) * width)

@@ -106,7 +106,7 @@ class NumbaBackend(Backend):
         extreme = reduce != "sum"
         if g.num_edges == 0 or width == 0:
             out = torch.zeros((g.num_dst,) + features, dtype=like.dtype)
-            empty_arg = torch.full(out.shape, -1, dtype=torch.int64)
+            empty_arg = torch.full(out.shape, -1, dtype=self.arg_dtype(op, g.num_src, g.num_edges))
             return (out, None, None) if not extreme else (out, empty_arg, empty_arg.clone())
         spmm, _, _, _, messages = _kernels()
         # Every kernel writes each output row itself (zeroing it in cache first), so no zero-fill pass.
@@ -122,8 +122,9 @@ class NumbaBackend(Backend):
                 if not extreme:
                     spmm.gather_sum(blocks, ptr, rows, x, out2)
                     return out, None, None
-                # the winner's row of the one operand read: the source (arg_u) or the edge (arg_e)
-                arg = alloc.empty(out.shape, torch.int64)
+                # the winner's row of the one operand read: the source (arg_u) or the edge (arg_e),
+                # in the dtype of ``rows`` (both follow ``index_dtype`` of the same bound)
+                arg = alloc.empty(out.shape, self.arg_dtype(op, g.num_src, g.num_edges))
                 spmm.gather_extreme(blocks, ptr, rows, x, sign, _slot_like(g.num_edges), out2,
                                     _np(arg.view(g.num_dst, width)))
                 return (out, arg, None) if op == "copy_u" else (out, None, arg)
@@ -142,6 +143,14 @@ class NumbaBackend(Backend):
             spmm.binary_extreme(blocks, ptr, src, eid, u2, e2, *offsets, messages.CODES[op], sign, out2,
                                 _np(arg_u.view(g.num_dst, width)), _np(arg_e.view(g.num_dst, width)))
             return out, arg_u, arg_e
+
+    def arg_dtype(self, op: str, num_src: int, num_edges: int) -> torch.dtype:
+        """int32 winners for the copy ops where every row of the operand read fits
+        (``indices.index_dtype``): half the bytes the forward writes and the backward reads."""
+        if op not in ("copy_u", "copy_e"):
+            return torch.int64
+        bound = num_src if op == "copy_u" else num_edges
+        return torch.int32 if index_dtype(bound) == np.int32 else torch.int64
 
     def scatter_at_rows(self, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
         """The max/min gradient's scatter, threads over column ranges (``spmm.scatter_columns``),

@@ -1,6 +1,7 @@
 """The numba backend's speed paths change no result: int32 index copies (the dtype rule, the
-cache's guards, int32 == int64 bit for bit on every op, forward and backward), the max/min
-gradient's column-parallel scatter against torch's, and huge-page-advised outputs."""
+cache's guards, int32 == int64 bit for bit on every op, forward and backward), int32 max/min
+winners of the copy ops (same winners, the fake implementation agrees, double backward), the
+max/min gradient's column-parallel scatter against torch's, and huge-page-advised outputs."""
 from __future__ import annotations
 
 import numpy as np
@@ -111,15 +112,76 @@ def test_int32_indices_give_the_int64_results_bit_for_bit(monkeypatch):
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
 
 
+# --------------------------------------------------------------------------- int32 winners
+def _extreme_args(g, x, ex):
+    """(op, out, arg) of the numba backend's copy_u/copy_e max and min, called directly."""
+    backend, gt = numba_backend.NumbaBackend(), g.tensors()
+    found = []
+    for reduce in ("max", "min"):
+        out, arg, _ = backend.gspmm(gt, "copy_u", reduce, x, None)
+        found.append(("copy_u", out, arg))
+        out, _, arg = backend.gspmm(gt, "copy_e", reduce, None, ex)
+        found.append(("copy_e", out, arg))
+    return found
+
+
+def test_copy_winners_are_int32_where_they_fit_and_the_same_winners(monkeypatch):
+    hub, gen = _hub_graph()
+    g = unigraph.Graph(hub.edge_index, num_nodes=hub.num_nodes + 2)   # two rows without in-edges: winner -1
+    x, ex = torch.randn(g.num_nodes, 37, generator=gen), torch.randn(g.num_edges, 5, generator=gen)
+    x[::7, 3] = 0.5                             # ties: the first edge of the row must win
+    x[11, 4], x[:, 6] = float("nan"), float("-inf")
+    narrow = _extreme_args(g, x, ex)
+    monkeypatch.setattr(indices, "INT32_LIMIT", -2)
+    wide = _extreme_args(g, x, ex)
+    for (op, out32, arg32), (_, out64, arg64) in zip(narrow, wide):
+        assert arg32.dtype == torch.int32 and arg64.dtype == torch.int64, op
+        assert torch.equal(arg32.long(), arg64), op
+        assert (arg32 == -1).any() and (arg32 >= 0).any(), op
+        torch.testing.assert_close(out32, out64, rtol=0, atol=0, equal_nan=True)
+
+
+def test_binary_max_winners_stay_int64():
+    g, gen = _hub_graph()
+    out, arg_u, arg_e = numba_backend.NumbaBackend().gspmm(
+        g.tensors(), "u_mul_e", "max", torch.randn(g.num_nodes, 3, generator=gen),
+        torch.randn(g.num_edges, 3, generator=gen))
+    assert arg_u.dtype == arg_e.dtype == torch.int64
+
+
+@pytest.mark.parametrize("op", ["copy_u", "copy_e"])
+def test_fake_gspmm_gives_the_real_arg_dtype(op):
+    """torch.compile plans with the fake implementation: its arg dtypes must be the kernel's."""
+    g, gen = _hub_graph()
+    x = torch.randn(g.num_nodes if op == "copy_u" else g.num_edges, 4, dtype=torch.float64, generator=gen)
+    u, e = (x, None) if op == "copy_u" else (None, x)
+    gt = g.tensors()
+    args = (gt.tensor_list(), gt.num_src, gt.num_dst, "numba", op, "max", u, e)
+    real = torch.ops.unigraph.gspmm(*args)
+    assert real[1 if op == "copy_u" else 2].dtype == torch.int32
+    torch.library.opcheck(torch.ops.unigraph.gspmm, args, test_utils=("test_faketensor",))
+
+
+def test_double_backward_through_int32_winners():
+    g, gen = _hub_graph(num_nodes=40, num_edges=300)
+    x = torch.randn(g.num_nodes, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    fn = lambda t: ops.gspmm(g, "copy_u", "max", u=t * t, backend="numba")
+    torch.autograd.gradcheck(fn, (x,))
+    torch.autograd.gradgradcheck(fn, (x,))
+
+
 # --------------------------------------------------------------------------- max/min gradient scatter
+@pytest.mark.parametrize("rows_dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("width", [1, 3, 16, 37, 64])
-def test_column_scatter_matches_torch(width):
+def test_column_scatter_matches_torch(width, rows_dtype):
     gen = torch.Generator().manual_seed(width)
     values = torch.randn(500, width, dtype=torch.float64, generator=gen)
     rows = torch.randint(-1, 40, (500, width), generator=gen)      # -1: no winner; many duplicates
     backend = numba_backend.NumbaBackend()
-    got = backend.scatter_at_rows(values, rows, 40, (width,))
-    torch.testing.assert_close(got, scatter_at_rows(values, rows, 40, (width,)), rtol=1e-12, atol=1e-12)
+    got = backend.scatter_at_rows(values, rows.to(rows_dtype), 40, (width,))
+    want = scatter_at_rows(values, rows, 40, (width,))
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(scatter_at_rows(values, rows.to(rows_dtype), 40, (width,)), want, rtol=0, atol=0)
 
 
 def test_column_scatter_defers_broadcast_to_torch():

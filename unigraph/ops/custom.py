@@ -75,6 +75,11 @@ def _args_used(op: str, reduce: str) -> tuple[bool, bool]:
     return extreme and op != "copy_e", extreme and op != "copy_u"
 
 
+def _no_arg(like: Tensor) -> Tensor:
+    """The placeholder for an arg tensor a gspmm does not keep."""
+    return like.new_empty(_NO_ARG, dtype=torch.int64)
+
+
 class GSpMM(torch.autograd.Function):
     """``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])``; returns ``(out, arg_u, arg_e)``, the
     arg tensors (extreme edge per element) empty unless reduce is max/min and the op reads that
@@ -92,9 +97,9 @@ class GSpMM(torch.autograd.Function):
         # backward needs no other; a backend may skip computing the other one (None).
         used_u, used_e = _args_used(op, reduce)
         if not used_u:
-            arg_u = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
+            arg_u = _no_arg(out)
         if not used_e:
-            arg_e = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
+            arg_e = _no_arg(out)
         return out, arg_u, arg_e
 
     @staticmethod
@@ -125,8 +130,9 @@ def _gspmm_fake(graph, num_src, num_dst, backend, op, reduce, u, e):
     like = u if u is not None else e
     shape = (num_dst,) + gspmm_features(op, u, e)
     used_u, used_e = _args_used(op, reduce)
-    return (like.new_empty(shape), like.new_empty(shape if used_u else _NO_ARG, dtype=torch.int64),
-            like.new_empty(shape if used_e else _NO_ARG, dtype=torch.int64))
+    arg_dtype = registry.get(backend).arg_dtype(op, num_src, _graph(graph, num_src, num_dst).num_edges)
+    return (like.new_empty(shape), like.new_empty(shape, dtype=arg_dtype) if used_u else _no_arg(like),
+            like.new_empty(shape, dtype=arg_dtype) if used_e else _no_arg(like))
 
 
 def _gspmm_op_setup(ctx, inputs, output):
