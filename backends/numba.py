@@ -160,7 +160,7 @@ class NumbaBackend(Backend):
         spmm = _kernels()[0]
         width = math.prod(feature_shape)
         out = alloc.zeros((num_rows,) + tuple(feature_shape), values.dtype)
-        if width and values.shape[0]:
+        if width and values.shape[0] and num_rows:  # no rows: nothing to add to (and nothing to prefetch)
             with threads_for(values.numel()):
                 spmm.scatter_columns(_column_parts(width), _np(rows.reshape(rows.shape[0], width)),
                                      _np(values.reshape(values.shape[0], width)), _np(out.view(num_rows, width)))

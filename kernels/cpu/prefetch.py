@@ -19,6 +19,7 @@ from numba.extending import intrinsic
 
 LINE_BYTES = 64
 DISTANCE = 16  # edges ahead: 8 to 32 measured alike (16 best by a few %)
+SCATTER_AHEAD = 4  # rows ahead in the max/min gradient scatter: 2 to 16 measured alike, ~25% over none
 
 
 @intrinsic
@@ -40,6 +41,12 @@ def _prefetch(typingctx, arr, row, col):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@numba.njit(inline="always")
+def prefetch_at(x, r, c):
+    """Prefetch the cache line holding ``x[r, c]`` of the 2-d array ``x``."""
+    _prefetch(x, r, c)
 
 
 @numba.njit(inline="always")

@@ -30,7 +30,7 @@ from numba import prange
 
 from unigraph.kernels.cpu import FASTMATH
 from unigraph.kernels.cpu.messages import apply
-from unigraph.kernels.cpu.prefetch import DISTANCE, prefetch_row
+from unigraph.kernels.cpu.prefetch import DISTANCE, SCATTER_AHEAD, prefetch_at, prefetch_row
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -181,10 +181,16 @@ def scatter_columns(parts, rows, values, out):
     """``out[rows[v, k], k] += values[v, k]`` where ``rows[v, k] >= 0``: the gradient of a
     max/min reaching the winning operand rows. Threads own column ranges ``parts[c]:parts[c+1]``
     (whole cache lines), so no two write the same element: no atomics, and the sums are
-    deterministic (each element adds its contributions in order of ``v``)."""
+    deterministic (each element adds its contributions in order of ``v``). The target lines of
+    row ``v + SCATTER_AHEAD`` are prefetched: each element lands in a random row, so the loop is
+    bound by misses the hardware cannot predict (a -1 prefetches row 0, harmlessly)."""
+    num = values.shape[0]
     for c in prange(parts.shape[0] - 1):
         lo, hi = parts[c], parts[c + 1]
-        for v in range(values.shape[0]):
+        for v in range(num):
+            ahead = min(v + SCATTER_AHEAD, num - 1)
+            for k in range(lo, hi):
+                prefetch_at(out, max(rows[ahead, k], 0), k)
             for k in range(lo, hi):
                 r = rows[v, k]
                 if r >= 0:

@@ -184,6 +184,17 @@ def test_column_scatter_matches_torch(width, rows_dtype):
     torch.testing.assert_close(scatter_at_rows(values, rows.to(rows_dtype), 40, (width,)), want, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("num_values, num_rows", [(1, 3), (3, 1), (5, 0)])
+def test_column_scatter_at_the_edges_of_its_prefetch(num_values, num_rows):
+    """Fewer rows than the prefetch looks ahead, one target row, none (every winner -1)."""
+    gen = torch.Generator().manual_seed(num_values)
+    values = torch.randn(num_values, 20, generator=gen)
+    rows = torch.randint(-1, num_rows, (num_values, 20), generator=gen, dtype=torch.int64)
+    got = numba_backend.NumbaBackend().scatter_at_rows(values, rows.int(), num_rows, (20,))
+    assert got.shape == (num_rows, 20)
+    torch.testing.assert_close(got, scatter_at_rows(values, rows, num_rows, (20,)), rtol=0, atol=0)
+
+
 def test_column_scatter_defers_broadcast_to_torch():
     values = torch.randn(6, 2, 3)
     rows = torch.randint(0, 4, (6, 2, 3))
