@@ -148,11 +148,6 @@ class Backend:
               e: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         raise NotImplementedError
 
-    def arg_dtype(self, op: str, num_src: int, num_edges: int) -> torch.dtype:
-        """The dtype of the arg tensors :meth:`gspmm` returns for max/min (int64 here; a backend
-        may narrow it, and the custom operator's fake implementation asks this same method)."""
-        return torch.int64
-
     def gsddmm(self, g: GraphTensors, op: str, lhs: Tensor | None, rhs: Tensor | None,
                lhs_target: str, rhs_target: str) -> Tensor:
         raise NotImplementedError

@@ -145,8 +145,10 @@ class NumbaBackend(Backend):
             return out, arg_u, arg_e
 
     def arg_dtype(self, op: str, num_src: int, num_edges: int) -> torch.dtype:
-        """int32 winners for the copy ops where every row of the operand read fits
-        (``indices.index_dtype``): half the bytes the forward writes and the backward reads."""
+        """The dtype of the max/min winners :meth:`gspmm` returns: int32 for the copy ops where
+        every row of the operand read fits (``indices.index_dtype``), half the bytes the forward
+        writes and the backward reads; int64 otherwise (the custom operator that traced programs
+        call widens them to int64, see ``unigraph.ops.custom``)."""
         if op not in ("copy_u", "copy_e"):
             return torch.int64
         bound = num_src if op == "copy_u" else num_edges

@@ -1,6 +1,6 @@
 """The numba backend's speed paths change no result: int32 index copies (the dtype rule, the
 cache's guards, int32 == int64 bit for bit on every op, forward and backward), int32 max/min
-winners of the copy ops (same winners, the fake implementation agrees, double backward), the
+winners of the copy ops (same winners, int64 in traced programs, double backward), the
 max/min gradient's column-parallel scatter against torch's, and huge-page-advised outputs."""
 from __future__ import annotations
 
@@ -150,15 +150,18 @@ def test_binary_max_winners_stay_int64():
 
 
 @pytest.mark.parametrize("op", ["copy_u", "copy_e"])
-def test_fake_gspmm_gives_the_real_arg_dtype(op):
-    """torch.compile plans with the fake implementation: its arg dtypes must be the kernel's."""
+def test_traced_gspmm_keeps_int64_winners(op):
+    """The custom operator (what torch.compile calls) widens the winners; its fake agrees."""
     g, gen = _hub_graph()
     x = torch.randn(g.num_nodes if op == "copy_u" else g.num_edges, 4, dtype=torch.float64, generator=gen)
     u, e = (x, None) if op == "copy_u" else (None, x)
     gt = g.tensors()
     args = (gt.tensor_list(), gt.num_src, gt.num_dst, "numba", op, "max", u, e)
+    eager = numba_backend.NumbaBackend().gspmm(gt, op, "max", u, e)
     real = torch.ops.unigraph.gspmm(*args)
-    assert real[1 if op == "copy_u" else 2].dtype == torch.int32
+    which = 1 if op == "copy_u" else 2
+    assert eager[which].dtype == torch.int32 and real[which].dtype == torch.int64
+    assert torch.equal(real[which], eager[which].long())
     torch.library.opcheck(torch.ops.unigraph.gspmm, args, test_utils=("test_faketensor",))
 
 

@@ -119,7 +119,10 @@ class GSpMM(torch.autograd.Function):
 
 def _gspmm_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, op: str, reduce: str,
                 u: Optional[Tensor], e: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    return GSpMM.forward(_graph(graph, num_src, num_dst), registry.get(backend), op, reduce, u, e)
+    out, arg_u, arg_e = GSpMM.forward(_graph(graph, num_src, num_dst), registry.get(backend), op, reduce, u, e)
+    # Traced programs keep int64 winners (a backend may return int32 ones eagerly): inductor's
+    # compiled backward crashed (SIGSEGV, tests/test_compile.py) on int32 winners.
+    return out, arg_u.to(torch.int64), arg_e.to(torch.int64)
 
 
 gspmm_op = torch.library.custom_op("unigraph::gspmm", _gspmm_impl, mutates_args=())
@@ -130,9 +133,8 @@ def _gspmm_fake(graph, num_src, num_dst, backend, op, reduce, u, e):
     like = u if u is not None else e
     shape = (num_dst,) + gspmm_features(op, u, e)
     used_u, used_e = _args_used(op, reduce)
-    arg_dtype = registry.get(backend).arg_dtype(op, num_src, _graph(graph, num_src, num_dst).num_edges)
-    return (like.new_empty(shape), like.new_empty(shape, dtype=arg_dtype) if used_u else _no_arg(like),
-            like.new_empty(shape, dtype=arg_dtype) if used_e else _no_arg(like))
+    return (like.new_empty(shape), like.new_empty(shape if used_u else _NO_ARG, dtype=torch.int64),
+            like.new_empty(shape if used_e else _NO_ARG, dtype=torch.int64))
 
 
 def _gspmm_op_setup(ctx, inputs, output):
