@@ -75,11 +75,6 @@ def _args_used(op: str, reduce: str) -> tuple[bool, bool]:
     return extreme and op != "copy_e", extreme and op != "copy_u"
 
 
-def _no_arg(like: Tensor) -> Tensor:
-    """The placeholder for an arg tensor a gspmm does not keep."""
-    return like.new_empty(_NO_ARG, dtype=torch.int64)
-
-
 class GSpMM(torch.autograd.Function):
     """``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])``; returns ``(out, arg_u, arg_e)``, the
     arg tensors (extreme edge per element) empty unless reduce is max/min and the op reads that
@@ -97,9 +92,9 @@ class GSpMM(torch.autograd.Function):
         # backward needs no other; a backend may skip computing the other one (None).
         used_u, used_e = _args_used(op, reduce)
         if not used_u:
-            arg_u = _no_arg(out)
+            arg_u = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
         if not used_e:
-            arg_e = _no_arg(out)
+            arg_e = torch.empty(_NO_ARG, dtype=torch.int64, device=out.device)
         return out, arg_u, arg_e
 
     @staticmethod
