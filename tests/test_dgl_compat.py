@@ -197,6 +197,11 @@ def test_from_pyg_batch_and_sparse_adjacency():
     assert g.edge_index.tolist() == [[0, 1, 4], [1, 2, 3]] and g.ndata["batch"].tolist() == [0, 0, 0, 1, 1]
     sparse = pyg.transforms.ToSparseTensor()(Data(x=torch.randn(3, 2), edge_index=torch.tensor([[0, 2], [1, 1]])))
     assert sorted(map(tuple, Graph.from_pyg(sparse).edge_index.t().tolist())) == [(0, 1), (2, 1)]
+    # ToSparseTensor's output without torch_sparse: a torch sparse adj_t[dst, src], in every layout
+    adj_t = torch.sparse_coo_tensor(torch.tensor([[1, 1, 0], [0, 2, 2]]), torch.ones(3), (3, 3))
+    for layout in (adj_t, adj_t.to_sparse_csr(), adj_t.to_sparse_csc()):
+        graph = Graph.from_pyg(Data(x=torch.randn(3, 2), adj_t=layout))
+        assert sorted(map(tuple, graph.edge_index.t().tolist())) == [(0, 1), (2, 0), (2, 1)]
 
 
 def test_from_pyg_points_to_the_right_converter(dgl):

@@ -47,13 +47,29 @@ def _pyg_graph(data: Any) -> Any:
     return data
 
 
+def sparse_entries(adj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(row, col, value)`` of a torch sparse matrix in its storage order, duplicates kept."""
+    if adj.layout == torch.sparse_coo:
+        row, col = adj._indices()
+        return row, col, adj._values()
+    compressed, plain = ((adj.crow_indices(), adj.col_indices()) if adj.layout == torch.sparse_csr
+                         else (adj.ccol_indices(), adj.row_indices()))
+    repeated = torch.repeat_interleave(torch.arange(compressed.numel() - 1, device=adj.device), compressed.diff(),
+                                       output_size=plain.numel())
+    row, col = (repeated, plain) if adj.layout == torch.sparse_csr else (plain, repeated)
+    return row, col, adj.values()
+
+
 def _pyg_edge_index(data: Any) -> torch.Tensor:
     edge_index = getattr(data, "edge_index", None)
     if edge_index is not None:
         return edge_index
     adj_t = getattr(data, "adj_t", None)  # PyG's ToSparseTensor: the transposed adjacency, adj_t[dst, src]
-    if adj_t is not None and hasattr(adj_t, "coo"):
+    if adj_t is not None and hasattr(adj_t, "coo"):  # a torch_sparse SparseTensor
         row, col, _ = adj_t.coo()
+        return torch.stack([col, row])
+    if isinstance(adj_t, torch.Tensor) and adj_t.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        row, col, _ = sparse_entries(adj_t)  # what ToSparseTensor gives without torch_sparse
         return torch.stack([col, row])
     raise TypeError(f"from_pyg expects a torch_geometric Data with edge_index (or adj_t), a PyG dataset or an "
                     f"edge_index tensor; got {type(data).__name__} without edges")

@@ -35,6 +35,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 
+from unigraph.convert import sparse_entries
 from unigraph.graph import Graph
 
 FORMS = ("conv(g, x) with g a unigraph.Graph, a DGL graph or a PyG Data/Batch; "
@@ -307,7 +308,7 @@ def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "
 
     def build() -> tuple[Graph, Tensor | None]:
         if values == "edge_type":  # relation ids: never summed, so the entries are read as stored
-            dst, src, value = _stored_entries(adj)
+            dst, src, value = sparse_entries(adj)
             return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values)
         coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
         dst, src = coo.indices()
@@ -315,19 +316,6 @@ def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "
     stamp = None if adj.requires_grad else _version(adj)  # weights with a history: fresh each call
     graph, weights = _cached(adj, stamp, ("torch_sparse", counts, bipartite, values), build)
     return graph, weights, "torch_sparse"
-
-
-def _stored_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``(row, col, value)`` of a torch sparse matrix in its storage order, duplicates kept."""
-    if adj.layout == torch.sparse_coo:
-        row, col = adj._indices()
-        return row, col, adj._values()
-    compressed, plain = ((adj.crow_indices(), adj.col_indices()) if adj.layout == torch.sparse_csr
-                         else (adj.ccol_indices(), adj.row_indices()))
-    repeated = torch.repeat_interleave(torch.arange(compressed.numel() - 1, device=adj.device), compressed.diff(),
-                                       output_size=plain.numel())
-    row, col = (repeated, plain) if adj.layout == torch.sparse_csr else (plain, repeated)
-    return row, col, adj.values()
 
 
 def _values(who: str, value: Tensor | None, kind: str) -> Tensor | None:
@@ -444,6 +432,6 @@ def _edge_index_of(adj: Any) -> Tensor:
     if adj.layout in _SPARSE_LAYOUTS:
         if adj.dim() != 2:
             raise ValueError(f"a sparse adjacency must be a 2-D matrix adj_t[dst, src], got shape {list(adj.shape)}")
-        dst, src, _ = _stored_entries(adj)
+        dst, src, _ = sparse_entries(adj)
         return torch.stack([src, dst])
     return adj
