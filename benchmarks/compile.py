@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 import unigraph  # noqa: E402
+from benchmarks.environment import load_average, machine, versions  # noqa: E402
 from unigraph import MessagePassing, function as fn, nn  # noqa: E402
 
 CPU_BACKENDS = ("auto", "numba", "sparse", "scatter")
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--json", type=pathlib.Path, help="also write the rows here")
     args = parser.parse_args(argv)
     graph = synthetic_graph(args.nodes, args.edges).prepare()
+    load_start = load_average()
     rows = []
     print(f"{'case':24s} {'backend':8s} {'compile s':>9s} {'eager ms':>9s} {'compiled ms':>11s} {'ratio':>6s}")
     for name in args.cases:
@@ -189,7 +191,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print(f"{name:24s} {backend:8s} {row['compile_s']:9.2f} {row['eager_ms']:9.3f} {row['compiled_ms']:11.3f} "
                   f"{row['eager_over_compiled']:6.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"graph": {"nodes": args.nodes, "edges": args.edges}, "width": args.width,
+        args.json.write_text(json.dumps({"machine": machine(torch.device("cpu")), "versions": versions(),
+                                         "torch_threads": torch.get_num_threads(), "compiler": args.compiler,
+                                         "steps": args.steps, "loadavg_start": load_start,
+                                         "loadavg_end": load_average(),
+                                         "graph": {"nodes": args.nodes, "edges": args.edges}, "width": args.width,
                                          "rows": rows}, indent=1))
     return rows
 
