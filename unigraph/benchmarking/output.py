@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import tempfile
+
+from unigraph.data import checked_file
 
 SCRATCH = "scratch"
 
@@ -37,19 +38,11 @@ def results_dir(out: str | os.PathLike | None, committed: pathlib.Path, *, quick
 
 
 def write_text(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (creating its folder)."""
+    """Write ``text`` to ``path`` atomically (creating its folder; :mod:`unigraph.data.checked_file`'s rule)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    with checked_file.atomic_write(path) as file:
+        file.write(text.encode())
 
 
 def write_json(path: pathlib.Path, result: dict) -> None:

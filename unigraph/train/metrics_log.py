@@ -15,26 +15,18 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 from typing import Callable
 
 from unigraph._optional import require
+from unigraph.data import checked_file
 
 CURVES_FILE, CSV_FILE, JSON_FILE = "curves.png", "metrics.csv", "metrics.json"
 
 
 def atomic_write(path: pathlib.Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write ``data`` to ``path`` atomically (the project's one rule: :mod:`unigraph.data.checked_file`)."""
+    with checked_file.atomic_write(path) as file:
+        file.write(data)
 
 
 def _plain(value):
