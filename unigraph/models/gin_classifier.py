@@ -7,6 +7,7 @@ from torch import Tensor
 
 from unigraph.models.gin import gin_mlp
 from unigraph.nn.checks import check_positive, check_probability
+from unigraph.nn.dropout import dropout
 from unigraph.nn.gin_conv import GINConv
 from unigraph.nn.pool import READOUT_REDUCES, global_pool
 
@@ -77,5 +78,5 @@ class GINClassifier(torch.nn.Module):
         for conv in self.convs:
             h = F.relu(conv(graph, h))
         h = global_pool(h, readout, self.pool)
-        h = F.dropout(F.relu(self.lin1(h)), self.dropout, self.training)
+        h = dropout(F.relu(self.lin1(h)), self.dropout, self.training)
         return self.lin2(h)

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.models.layer_graphs import graphs_per_layer
+from unigraph.nn.dropout import dropout
 from unigraph.nn.projection import dropout as sparse_aware_dropout
 from unigraph.nn.projection import sparse_if_mostly_zero
 
@@ -35,7 +36,7 @@ def apply_layer(conv: torch.nn.Module, graph: Graph, h: Tensor, *, first: bool, 
         h = conv(graph, h)
         return h if last else activation(h)
     h = conv(graph, h)
-    return h if last else F.dropout(activation(h), p, training)
+    return h if last else dropout(activation(h), p, training)
 
 
 class LayerStack(torch.nn.Module):

@@ -10,6 +10,7 @@ from torch import Tensor
 from unigraph.hetero.graph import HeteroGraph, Relation, check_type_name
 from unigraph.hetero.linear import TypedLinear
 from unigraph.nn.checks import check_positive, check_probability
+from unigraph.nn.dropout import dropout
 from unigraph.nn.rgcn_conv import RGCNConv
 
 
@@ -77,7 +78,7 @@ class RGCN(torch.nn.Module):
                                  f"blocks, got {len(graphs)} items")
         h = {t: F.relu(v) for t, v in self.project(x_dict).items()}
         for i, (conv, g) in enumerate(zip(self.convs, graphs)):
-            h = conv(g, {t: F.dropout(v, self.dropout, self.training) for t, v in h.items()})
+            h = conv(g, {t: dropout(v, self.dropout, self.training) for t, v in h.items()})
             if i < self.num_layers - 1:
                 h = {t: F.relu(v) for t, v in h.items()}
         return h[self.target]

@@ -14,7 +14,8 @@ from unigraph.nn.call_forms import Call, resolve
 from unigraph.nn.checks import (
     channels_pair, check_positive, check_probability, check_width, edge_input, glorot_, node_inputs)
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.projection import keep_mask, linear
+from unigraph.nn.dropout import keep_mask
+from unigraph.nn.projection import linear
 from unigraph.self_loops import SelfLooped, with_self_loops
 
 LOOP_FILL_REDUCES = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin"}

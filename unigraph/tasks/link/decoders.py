@@ -16,6 +16,7 @@ from torch import Tensor
 from unigraph import ops
 from unigraph.graph import Graph
 from unigraph.nn.checks import check_positive, check_probability
+from unigraph.nn.dropout import dropout
 
 
 def pair_graph(z: Tensor, pairs) -> Graph:
@@ -63,5 +64,5 @@ class MLPDecoder(torch.nn.Module):
     def forward(self, z: Tensor, pairs) -> Tensor:
         h = ops.gsddmm(pair_graph(z, pairs), "mul", z, z, "u", "v")
         for lin in self.lins[:-1]:
-            h = F.dropout(F.relu(lin(h)), self.dropout, self.training)
+            h = dropout(F.relu(lin(h)), self.dropout, self.training)
         return self.lins[-1](h).view(-1)

@@ -1,0 +1,155 @@
+"""unigraph.nn.dropout: the counter-based CPU dropout has F.dropout's distribution and semantics,
+its backward is the same mask (recomputed, not stored), and every path that cannot use it falls
+back to torch's generator."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from unigraph.nn import dropout as D
+
+numba = pytest.importorskip("numba", reason="the counter-based path needs numba (the 'cpu' extra)")
+
+
+def _binomial_ok(kept: int, n: int, q: float, sigmas: float = 6.0) -> bool:
+    return abs(kept - n * q) <= sigmas * math.sqrt(n * q * (1 - q))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("n", [1_000_003, 64])  # odd size: the last element is the low half of a pair
+def test_keep_fraction_and_kept_values(p, n):
+    torch.manual_seed(1)
+    x = torch.rand(n) + 0.5  # never zero: a zero output means dropped
+    y = D.dropout(x, p)
+    kept = y != 0
+    assert _binomial_ok(int(kept.sum()), n, 1 - p)
+    scale = torch.tensor(1.0 / (1.0 - p), dtype=torch.float32)
+    assert torch.equal(y[kept], x[kept] * scale)
+
+
+def test_neighbouring_elements_and_calls_are_independent():
+    """The two halves of one 64-bit draw (elements 2k and 2k+1), and two calls, are independent:
+    each joint frequency of (kept, kept) matches the product of the marginals."""
+    torch.manual_seed(2)
+    n, p = 2_000_000, 0.3
+    ones = torch.ones(n)
+    a = D.dropout(ones, p) != 0
+    b = D.dropout(ones, p) != 0
+    pairs = a.view(-1, 2)
+    q = 1 - p
+    assert _binomial_ok(int((pairs[:, 0] & pairs[:, 1]).sum()), n // 2, q * q)
+    assert _binomial_ok(int((a[1:] & a[:-1]).sum()), n - 1, q * q)
+    assert _binomial_ok(int((a & b).sum()), n, q * q)
+    # rows and columns of a matrix: no column is kept more often than chance allows
+    m = D.dropout(torch.ones(4096, 64), p) != 0
+    per_column = m.sum(0)
+    assert all(_binomial_ok(int(k), 4096, q, sigmas=5.0) for k in per_column)
+
+
+def test_seeded_repeatable_and_thread_count_free():
+    x = torch.randn(300, 257)
+    torch.manual_seed(7)
+    first = D.dropout(x, 0.4)
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        torch.manual_seed(7)
+        serial = D.dropout(x, 0.4)
+    finally:
+        numba.set_num_threads(before)
+    assert torch.equal(first, serial)
+    torch.manual_seed(8)
+    assert not torch.equal(first, D.dropout(x, 0.4))
+
+
+def test_backward_is_the_same_mask_and_differentiable_twice():
+    torch.manual_seed(3)
+    x = torch.randn(50, 33, dtype=torch.float64, requires_grad=True)
+    y = D.dropout(x, 0.5)
+    g = torch.randn_like(y)
+    (grad,) = torch.autograd.grad(y, x, g, create_graph=True)
+    multiplier = y.detach() / x.detach()
+    assert torch.equal(grad.detach(), g * multiplier)
+    key, threshold, scale = D._draw_rule(0.25)
+    fn = lambda t: D._CounterDropout.apply(t, key, threshold, scale)  # noqa: E731  (one fixed mask)
+    torch.autograd.gradcheck(fn, (torch.randn(7, 5, dtype=torch.float64, requires_grad=True),))
+    torch.autograd.gradgradcheck(fn, (torch.randn(7, 5, dtype=torch.float64, requires_grad=True),))
+
+
+def test_ieee_semantics_as_f_dropout():
+    """Dropped NaN/inf give NaN (x * 0, as F.dropout); kept ones stay NaN/inf."""
+    torch.manual_seed(4)
+    x = torch.tensor([math.nan, math.inf, -math.inf, 1.0] * 2000)
+    y = D.dropout(x, 0.5)
+    dropped = torch.ones_like(x)
+    torch.manual_seed(4)
+    mask = D.dropout(dropped, 0.5) != 0
+    finite = x.isfinite()
+    assert torch.isnan(y[~mask & ~finite]).all() and (y[~mask & finite] == 0).all()
+    assert 1000 < int((~mask & ~finite).sum()) < 5000
+    assert torch.equal(y[mask].isinf(), x[mask].isinf()) and torch.isnan(y[mask][x[mask].isnan()]).all()
+
+
+def test_edges_and_errors():
+    x = torch.randn(10, 3)
+    assert D.dropout(x, 0.0) is x and D.dropout(x, 0.7, training=False) is x
+    assert torch.equal(D.dropout(x, 1.0), torch.zeros_like(x))
+    assert D.dropout(torch.empty(0, 4), 0.5).shape == (0, 4)
+    for bad in (-0.1, 1.5, math.nan, "0.5", True):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            D.dropout(x, bad)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        D.Dropout(2.0)
+
+
+def test_non_contiguous_input_uses_row_major_positions():
+    x = torch.randn(40, 30)
+    torch.manual_seed(5)
+    from_view = D.dropout(x.t(), 0.5)
+    torch.manual_seed(5)
+    from_copy = D.dropout(x.t().contiguous(), 0.5)
+    assert from_view.shape == (30, 40) and torch.equal(from_view, from_copy)
+
+
+def test_keep_mask_is_the_multiplier_dropout_applies():
+    x = torch.randn(123, 8)
+    torch.manual_seed(6)
+    mask = D.keep_mask((123, 8), 0.3, x)
+    torch.manual_seed(6)
+    assert torch.equal(x * mask, D.dropout(x, 0.3))
+    assert set(mask.unique().tolist()) <= {0.0, float(torch.tensor(1 / 0.7, dtype=torch.float32))}
+
+
+@pytest.mark.parametrize("case", ["switched off", "float16", "bfloat16"])
+def test_fallback_paths_draw_from_torch(case, monkeypatch):
+    """Where the counter path does not apply, the mask is torch's rand >= p (same distribution)."""
+    calls = []
+    real = D._torch_mask
+    monkeypatch.setattr(D, "_torch_mask", lambda *a: calls.append(a) or real(*a))
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(case, torch.float32)
+    x = torch.ones(20000, dtype=dtype)
+    if case == "switched off":
+        with D.counter_based(False):
+            y = D.dropout(x, 0.5)
+        assert D._enabled  # restored after the block
+    else:
+        y = D.dropout(x, 0.5)
+    assert len(calls) == 1 and y.dtype == dtype
+    assert _binomial_ok(int((y != 0).sum()), 20000, 0.5)
+
+
+def test_model_training_step_gradients_match_the_mask():
+    """The models' dropout after an activation: output and gradient both come from one mask."""
+    from unigraph.models import layer_stack
+    torch.manual_seed(9)
+    h = torch.randn(30, 16, requires_grad=True)
+    torch.manual_seed(10)
+    y = layer_stack.dropout(F.relu(h), 0.5, True)
+    y.sum().backward()
+    torch.manual_seed(10)
+    mask = D.keep_mask((30, 16), 0.5, h)
+    assert torch.equal(y, F.relu(h.detach()) * mask)
+    assert torch.equal(h.grad, (h.detach() > 0) * mask)
