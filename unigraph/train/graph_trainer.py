@@ -11,7 +11,6 @@ supported for this task) rather than ignored.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Callable
 
 import torch
@@ -22,9 +21,8 @@ from unigraph.data.graph_dataset import GraphDataset, check_graph_ids
 from unigraph.loader import GraphLoader
 from unigraph.train.config import TrainConfig
 from unigraph.train.early_stopping import EarlyStopping
+from unigraph.train.epochs import run_epochs
 from unigraph.train.metrics import EpochMetrics, TrainResult
-from unigraph.train.progress import Progress
-from unigraph.train.rng import seed_everything
 from unigraph.train.trainer import make_optimizer
 
 DEFAULT_GRAPH_BATCH = 32
@@ -103,29 +101,9 @@ class GraphTrainer:
         return torch.cat([o for o, _ in outputs]), torch.cat([y for _, y in outputs])
 
     def fit(self) -> TrainResult:
-        config = self.config
-        seed_everything(config.seed)
-        progress = Progress(config.epochs, mode=config.progress, log_every=config.log_every)
-        stopped = False
-        try:
-            for epoch in range(1, config.epochs + 1):
-                began = time.perf_counter()
-                metrics = EpochMetrics(epoch, self.train_epoch())
-                metrics.train_acc, metrics.val_acc, metrics.test_acc, metrics.val_loss = self.evaluate()
-                stopped = self.early_stopping.update(epoch, metrics.val_acc, metrics.val_loss, metrics.test_acc,
-                                                     self.model)
-                metrics.seconds = time.perf_counter() - began
-                self.history.append(metrics)
-                progress.update(metrics)
-                if self.on_epoch is not None:
-                    self.on_epoch(metrics)
-                if stopped:
-                    progress.message(f"early stop: no better validation accuracy for {config.patience} epochs")
-                    break
-        finally:
-            progress.close()
-            self.train_loader.close()
-        if config.restore_best and self.early_stopping.best_state is not None:
-            self.model.load_state_dict(self.early_stopping.best_state)
+        stopped = run_epochs(self.config, model=self.model, train_epoch=lambda _epoch: self.train_epoch(),
+                             evaluate=self.evaluate, metrics_type=EpochMetrics, early_stopping=self.early_stopping,
+                             history=self.history, seed=self.config.seed, close=self.train_loader.close,
+                             after_epoch=None if self.on_epoch is None else lambda metrics, _: self.on_epoch(metrics))
         return TrainResult(self.history, self.early_stopping.best_epoch, self.early_stopping.best_acc,
                            self.early_stopping.best_test_acc, stopped)

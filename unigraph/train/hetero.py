@@ -13,7 +13,6 @@ available for heterogeneous models yet and are refused by name.
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -25,10 +24,10 @@ from unigraph.hetero.sampling import ALL, HeteroNeighborSampler
 from unigraph.models.rgcn import RGCN
 from unigraph.train.config import TrainConfig
 from unigraph.train.early_stopping import EarlyStopping
+from unigraph.train.epochs import STOP_MESSAGE_WITH_BEST, run_epochs
 from unigraph.train.metrics import EpochMetrics, TrainResult, accuracy
 from unigraph.train.models import HETERO_MODELS
-from unigraph.train.progress import Progress
-from unigraph.train.rng import seed_everything
+from unigraph.train.trainer import make_optimizer
 
 
 def is_hetero_model(name: str) -> bool:
@@ -97,8 +96,7 @@ class HeteroTrainer:
         self.y = self.dataset.y
         self.train_nodes = self.dataset.train_mask.nonzero().flatten()
         self.full_graph = config.full_graph
-        self.optimizer = (torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD)(
-            model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = make_optimizer(model.parameters(), config)
         self.sampler = None
         if not self.full_graph:
             layers = getattr(model, "num_layers", None)
@@ -148,28 +146,9 @@ class HeteroTrainer:
         return values[0], values[1], values[2], val_loss
 
     def fit(self) -> TrainResult:
-        config = self.config
-        seed_everything(config.seed)
-        progress = Progress(config.epochs, mode=config.progress, log_every=config.log_every)
-        stopped = False
-        try:
-            for epoch in range(1, config.epochs + 1):
-                began = time.perf_counter()
-                metrics = EpochMetrics(epoch, self.train_epoch(epoch))
-                if epoch % config.eval_every == 0 or epoch == config.epochs:
-                    metrics.train_acc, metrics.val_acc, metrics.test_acc, metrics.val_loss = self.evaluate()
-                    stopped = self.early_stopping.update(epoch, metrics.val_acc, metrics.val_loss, metrics.test_acc,
-                                                         self.model)
-                metrics.seconds = time.perf_counter() - began
-                self.history.append(metrics)
-                progress.update(metrics)
-                if stopped:
-                    progress.message(f"early stop: no better validation accuracy for {config.patience} epochs "
-                                     f"(best at epoch {self.early_stopping.best_epoch})")
-                    break
-        finally:
-            progress.close()
-        if config.restore_best and self.early_stopping.best_state is not None:
-            self.model.load_state_dict(self.early_stopping.best_state)
+        stopped = run_epochs(self.config, model=self.model, train_epoch=self.train_epoch, evaluate=self.evaluate,
+                             metrics_type=EpochMetrics, early_stopping=self.early_stopping, history=self.history,
+                             seed=self.config.seed, eval_every=self.config.eval_every,
+                             stop_message=STOP_MESSAGE_WITH_BEST)
         return TrainResult(self.history, self.early_stopping.best_epoch, self.early_stopping.best_acc,
                            self.early_stopping.best_test_acc, stopped)

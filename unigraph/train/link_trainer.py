@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from typing import Callable
+from typing import Callable, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -33,8 +32,8 @@ from unigraph.tasks.link.split import LinkSplit
 from unigraph.tasks.metrics import hits_at_k, link_auc
 from unigraph.train.config import TrainConfig
 from unigraph.train.early_stopping import EarlyStopping
-from unigraph.train.progress import Progress
-from unigraph.train.rng import seed_everything
+from unigraph.train.epochs import run_epochs
+from unigraph.train.metrics import epoch_line
 from unigraph.train.trainer import make_optimizer, resolve_fanouts
 
 
@@ -51,6 +50,9 @@ class LinkEpochMetrics:
     val_loss: float = float("nan")
     seconds: float = 0.0
 
+    # The fields :meth:`LinkTrainer.evaluate` returns, in its order (filled by the epoch loop).
+    evaluated: ClassVar[tuple[str, ...]] = ("val_auc", "test_auc", "val_hits", "test_hits", "val_loss")
+
     # The progress display shows a run's headline scores under these names.
     @property
     def val_acc(self) -> float:
@@ -64,9 +66,8 @@ class LinkEpochMetrics:
         return dataclasses.asdict(self)
 
     def line(self, total_epochs: int) -> str:
-        return (f"epoch {self.epoch:>{len(str(total_epochs))}}/{total_epochs}  loss {self.loss:.4f}  "
-                f"val auc {self.val_auc:.4f}  test auc {self.test_auc:.4f}  val hits {self.val_hits:.4f}  "
-                f"test hits {self.test_hits:.4f}  {1000 * self.seconds:.1f} ms")
+        return epoch_line(self, total_epochs, f"val auc {self.val_auc:.4f}  test auc {self.test_auc:.4f}  "
+                                              f"val hits {self.val_hits:.4f}  test hits {self.test_hits:.4f}")
 
 
 @dataclasses.dataclass
@@ -155,30 +156,11 @@ class LinkTrainer:
                 float(_bce(scores["val_pos"], scores["val_neg"])))
 
     def fit(self) -> LinkResult:
-        config = self.config
-        seed_everything(config.seed)
-        progress = Progress(config.epochs, mode=config.progress, log_every=config.log_every)
-        stopped = False
-        try:
-            for epoch in range(1, config.epochs + 1):
-                began = time.perf_counter()
-                metrics = LinkEpochMetrics(epoch, self.train_epoch())
-                (metrics.val_auc, metrics.test_auc, metrics.val_hits, metrics.test_hits,
-                 metrics.val_loss) = self.evaluate()
-                stopped = self.early_stopping.update(epoch, metrics.val_auc, metrics.val_loss, metrics.test_auc,
-                                                     self.model)
-                metrics.seconds = time.perf_counter() - began
-                self.history.append(metrics)
-                progress.update(metrics)
-                if self.on_epoch is not None:
-                    self.on_epoch(metrics)
-                if stopped:
-                    progress.message(f"early stop: no better validation AUC for {config.patience} epochs")
-                    break
-        finally:
-            progress.close()
-        if config.restore_best and self.early_stopping.best_state is not None:
-            self.model.load_state_dict(self.early_stopping.best_state)
+        stopped = run_epochs(self.config, model=self.model, train_epoch=lambda _epoch: self.train_epoch(),
+                             evaluate=self.evaluate, metrics_type=LinkEpochMetrics, early_stopping=self.early_stopping,
+                             history=self.history, seed=self.config.seed,
+                             stop_message="early stop: no better validation AUC for {patience} epochs",
+                             after_epoch=None if self.on_epoch is None else lambda metrics, _: self.on_epoch(metrics))
         best = self.early_stopping.best_epoch
         test_hits = self.history[best - 1].test_hits if best else math.nan
         return LinkResult(self.history, best, self.early_stopping.best_acc, self.early_stopping.best_test_acc,

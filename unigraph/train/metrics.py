@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -12,6 +13,12 @@ def accuracy(logits: Tensor, labels: Tensor) -> float:
     if labels.numel() == 0:
         return 0.0
     return float((logits.argmax(dim=-1) == labels).to(torch.float64).mean())
+
+
+def epoch_line(metrics, total_epochs: int, scores: str) -> str:
+    """One human-readable line for an epoch's metrics: its number, loss, ``scores`` and wall time."""
+    return (f"epoch {metrics.epoch:>{len(str(total_epochs))}}/{total_epochs}  loss {metrics.loss:.4f}  {scores}  "
+            f"{1000 * metrics.seconds:.1f} ms")
 
 
 @dataclasses.dataclass
@@ -28,14 +35,16 @@ class EpochMetrics:
     val_loss: float = float("nan")
     seconds: float = 0.0
 
+    # The fields a trainer's ``evaluate()`` returns, in its order (filled by the epoch loop).
+    evaluated: ClassVar[tuple[str, ...]] = ("train_acc", "val_acc", "test_acc", "val_loss")
+
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def line(self, total_epochs: int) -> str:
         """One human-readable line."""
-        return (f"epoch {self.epoch:>{len(str(total_epochs))}}/{total_epochs}  loss {self.loss:.4f}  "
-                f"train {self.train_acc:.4f}  val {self.val_acc:.4f}  test {self.test_acc:.4f}  "
-                f"{1000 * self.seconds:.1f} ms")
+        return epoch_line(self, total_epochs,
+                          f"train {self.train_acc:.4f}  val {self.val_acc:.4f}  test {self.test_acc:.4f}")
 
 
 @dataclasses.dataclass

@@ -37,7 +37,6 @@ same machine and thread count).
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 import torch.distributed as dist
@@ -49,6 +48,7 @@ from unigraph.train import checkpoint as ckpt
 from unigraph.train.config import ALL_NEIGHBOURS, TrainConfig
 from unigraph.train.distributed import DistContext, all_reduce_sum, broadcast_values, current_context
 from unigraph.train.early_stopping import EarlyStopping
+from unigraph.train.epochs import STOP_MESSAGE_WITH_BEST, run_epochs
 from unigraph.train.layers import num_layers
 from unigraph.train.metrics import EpochMetrics, TrainResult, accuracy
 from unigraph.train.progress import Progress
@@ -236,6 +236,14 @@ class Trainer:
         return state["epoch"]
 
     # ------------------------------------------------------------------ the run
+    def _end_epoch(self, metrics: EpochMetrics, stopped: bool) -> None:
+        """After each epoch: record the stop (a checkpoint holds it) and checkpoint when due."""
+        self.stopped_early = stopped
+        config, epoch = self.config, metrics.epoch
+        if config.checkpoint_dir is not None and (epoch % config.checkpoint_every == 0 or epoch == config.epochs
+                                                  or stopped):
+            self.save_checkpoint(epoch)
+
     def fit(self) -> TrainResult:
         config = self.config
         start = 0
@@ -247,30 +255,11 @@ class Trainer:
                             log_every=config.log_every, start_epoch=start)
         if start:
             progress.message(f"resumed from {ckpt.checkpoint_path(config.checkpoint_dir)} after epoch {start}")
-        try:
-            for epoch in range(start + 1, config.epochs + 1):
-                if self.stopped_early:
-                    break
-                began = time.perf_counter()
-                metrics = EpochMetrics(epoch, self.train_epoch())
-                if epoch % config.eval_every == 0 or epoch == config.epochs:
-                    metrics.train_acc, metrics.val_acc, metrics.test_acc, metrics.val_loss = self.evaluate()
-                    self.stopped_early = self.early_stopping.update(epoch, metrics.val_acc, metrics.val_loss,
-                                                                    metrics.test_acc, self.model)
-                metrics.seconds = time.perf_counter() - began
-                self.history.append(metrics)
-                progress.update(metrics)
-                if config.checkpoint_dir is not None and (epoch % config.checkpoint_every == 0 or epoch == config.epochs
-                                                          or self.stopped_early):
-                    self.save_checkpoint(epoch)
-            if self.stopped_early:
-                progress.message(f"early stop: no better validation accuracy for {config.patience} epochs "
-                                 f"(best at epoch {self.early_stopping.best_epoch})")
-        finally:
-            progress.close()
-            if self.loader is not None:
-                self.loader.close()
-        if config.restore_best and self.early_stopping.best_state is not None:
-            self.model.load_state_dict(self.early_stopping.best_state)
+        self.stopped_early = run_epochs(
+            config, model=self.model, train_epoch=lambda _epoch: self.train_epoch(), evaluate=self.evaluate,
+            metrics_type=EpochMetrics, early_stopping=self.early_stopping, history=self.history,
+            eval_every=config.eval_every, after_epoch=self._end_epoch, progress=progress, start=start,
+            stopped=self.stopped_early, stop_message=STOP_MESSAGE_WITH_BEST,
+            close=None if self.loader is None else self.loader.close)
         return TrainResult(self.history, self.early_stopping.best_epoch, self.early_stopping.best_acc,
                            self.early_stopping.best_test_acc, self.stopped_early)
