@@ -68,9 +68,10 @@ def peer_rows(rows: list[dict], peer: str) -> list[dict]:
     return [r for r in rows if r["impl"] == peer or r["impl"].startswith(f"{peer} (")]
 
 
-def compare(rows: list[dict], part: str, ours: list[str]) -> list[dict]:
+def compare(rows: list[dict], part: str, ours: list[str], reference: tuple = ()) -> list[dict]:
     """Each of ``ours`` against DGL and PyG's fastest configuration: speedup (medians), the target,
-    and the accuracy gap (the peer's accuracy minus ours)."""
+    and the accuracy gap (the peer's accuracy minus ours). Rows in ``reference`` (a variant shown
+    for what it explains, e.g. torch's dropout) are compared too but do not count as met/missed."""
     out = []
     for impl in ours:
         mine = next(r for r in rows if r["impl"] == impl)
@@ -84,7 +85,7 @@ def compare(rows: list[dict], part: str, ours: list[str]) -> list[dict]:
             out.append({"impl": impl, "peer": best["impl"], "speedup": round(speedup, 3),
                         "target": TARGETS[part][peer], "speed_met": speedup >= TARGETS[part][peer],
                         "accuracy_gap": None if gap is None else round(gap, 4),
-                        "accuracy_met": gap is None or gap <= ACCURACY_TOLERANCE})
+                        "accuracy_met": gap is None or gap <= ACCURACY_TOLERANCE, "reference": impl in reference})
     return out
 
 
@@ -129,6 +130,11 @@ def part_arxiv(args, pyg, dgl) -> dict:
             for backend in args.arxiv_backends:
                 torch.manual_seed(args.seed)
                 trainees.append(full_batch.unigraph_trainee(model, ds, h, backend))
+            if args.torch_dropout_row:
+                torch.manual_seed(args.seed)
+                trainees.append(full_batch.unigraph_trainee(model, ds, h, args.arxiv_backends[0],
+                                                            torch_dropout=True, label=" (torch dropout)"))
+            ours = [t.name for t in trainees]
             if pyg is not None:
                 trainees += full_batch.pyg_trainees(model, ds, h, pyg)
             if dgl is not None:
@@ -136,7 +142,8 @@ def part_arxiv(args, pyg, dgl) -> dict:
             log(f"{degrees} {model}: {len(trainees)} implementations, {args.arxiv_epochs} epochs")
             rows = full_batch.train_interleaved(trainees, args.arxiv_epochs, args.arxiv_warmup, log)
             groups.append({"graph": described, "model": model, "rows": rows,
-                           "targets": compare(rows, "arxiv", [t.name for t in trainees[:len(args.arxiv_backends)]])})
+                           "targets": compare(rows, "arxiv", ours,
+                                                     reference=tuple(n for n in ours if n.endswith("(torch dropout)")))})
     return {"groups": groups, "config": {"size": size, "epochs": args.arxiv_epochs, "warmup": args.arxiv_warmup,
                                          "hyper": {m: dataclasses.asdict(h) for m, h in ARXIV.items()}}}
 
@@ -210,10 +217,12 @@ def markdown(result: dict) -> str:
         for t in group["targets"]:
             gap = "-" if t["accuracy_gap"] is None else f"{100 * t['accuracy_gap']:+.1f} pts" + (
                 "" if t["accuracy_met"] else " (**not equal**)")
+            met = "yes" if t["speed_met"] else "no" if t.get("reference") else "**MISSED**"
             lines.append(f"| {t['impl']} | {t['peer']} | {t['speedup']:.2f}x | >= {t['target']}x | "
-                         f"{'yes' if t['speed_met'] else '**MISSED**'} | {gap} |")
+                         f"{met + (' (reference row, not counted)' if t.get('reference') else '')} | {gap} |")
         lines.append("")
-    missed = [t for g in result["groups"] for t in g["targets"] if not (t["speed_met"] and t["accuracy_met"])]
+    missed = [t for g in result["groups"] for t in g["targets"]
+              if not t.get("reference") and not (t["speed_met"] and t["accuracy_met"])]
     lines.append("**All targets met.**" if not missed else f"**{len(missed)} target comparison(s) missed.**")
     return "\n".join(lines) + "\n"
 
@@ -242,6 +251,8 @@ def parse_args(argv=None):
     a.add_argument("--arxiv-epochs", type=int, default=100)
     a.add_argument("--arxiv-warmup", type=int, default=3)
     a.add_argument("--arxiv-backends", nargs="+", default=["auto"])
+    a.add_argument("--no-torch-dropout-row", dest="torch_dropout_row", action="store_false",
+                   help="leave out the row of unigraph's model with torch's dropout masks")
     b = parser.add_argument_group("minibatch")
     b.add_argument("--mb-scale", type=float, default=1.0, help="fraction of ogbn-products' nodes and edges")
     b.add_argument("--mb-degrees", default="power_law", choices=["power_law", "uniform"])

@@ -22,6 +22,10 @@ labelled. DGL runs with the same thread count (set by the caller).
 Input projections: unigraph's models read mostly-zero (bag-of-words) features as a sparse matrix in
 their first layer. :func:`dense_input` turns that off for one trainee, so the same model can be
 timed on the sparse path and on equal dense input, as separate rows.
+
+Dropout: unigraph's models draw their masks with a counter-based CPU kernel
+(:mod:`unigraph.nn.dropout`), the peers with ``F.dropout``; ``unigraph_trainee(...,
+torch_dropout=True)`` is the same model with torch's masks, so the kernel's share is its own row.
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import torch.nn.functional as F
 
 import unigraph
 from unigraph.benchmarking.timing import interleaved
-from unigraph.nn import projection
+from unigraph.nn import dropout, projection
 
 MODELS = ("gcn", "sage", "gat")
 
@@ -131,19 +135,17 @@ def unigraph_model(kind: str, in_channels: int, classes: int, h: Hyper) -> torch
                         out_heads=h.out_heads, dropout=h.dropout)
 
 
-def unigraph_trainee(kind: str, ds, h: Hyper, backend: str, dense: bool = False, label: str = "") -> Trainee:
+def unigraph_trainee(kind: str, ds, h: Hyper, backend: str, dense: bool = False, label: str = "",
+                     torch_dropout: bool = False) -> Trainee:
+    """``dense``: equal dense input (no sparse input projection); ``torch_dropout``: dropout masks
+    from torch's generator (``rand >= p``) instead of unigraph's counter-based CPU kernel, the
+    row that shows what the kernel contributes."""
     model = unigraph_model(kind, ds.num_features, ds.num_classes, h)
     graph = ds.graph
-    if dense:
-        x = ds.x.clone()  # its own tensor, never in the projection's cache of sparse copies
+    x = ds.x.clone() if dense else ds.x  # dense: its own tensor, never in the projection's cache of sparse copies
 
-        def forward():
-            with dense_input():
-                return model(graph, x)
-    else:
-        x = ds.x
-
-        def forward():
+    def forward():
+        with dense_input() if dense else contextlib.nullcontext(), dropout.counter_based(not torch_dropout):
             return model(graph, x)
     return Trainee(f"unigraph:{backend}{label}", model, forward, ds.y, masks(ds), backend=backend, lr=h.lr,
                    weight_decay=h.weight_decay)

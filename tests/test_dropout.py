@@ -73,8 +73,8 @@ def test_backward_is_the_same_mask_and_differentiable_twice():
     (grad,) = torch.autograd.grad(y, x, g, create_graph=True)
     multiplier = y.detach() / x.detach()
     assert torch.equal(grad.detach(), g * multiplier)
-    key, threshold, scale = D._draw_rule(0.25)
-    fn = lambda t: D._CounterDropout.apply(t, key, threshold, scale)  # noqa: E731  (one fixed mask)
+    rule = D._draw_rule(0.25)
+    fn = lambda t: D._CounterDropout.apply(t, rule)  # noqa: E731  (one fixed mask)
     torch.autograd.gradcheck(fn, (torch.randn(7, 5, dtype=torch.float64, requires_grad=True),))
     torch.autograd.gradgradcheck(fn, (torch.randn(7, 5, dtype=torch.float64, requires_grad=True),))
 
@@ -147,9 +147,43 @@ def test_model_training_step_gradients_match_the_mask():
     torch.manual_seed(9)
     h = torch.randn(30, 16, requires_grad=True)
     torch.manual_seed(10)
-    y = layer_stack.dropout(F.relu(h), 0.5, True)
+    y = layer_stack.activation_dropout(h, F.relu, 0.5, True)
     y.sum().backward()
     torch.manual_seed(10)
     mask = D.keep_mask((30, 16), 0.5, h)
     assert torch.equal(y, F.relu(h.detach()) * mask)
     assert torch.equal(h.grad, (h.detach() > 0) * mask)
+
+
+def test_relu_dropout_is_dropout_of_relu_values_and_gradients():
+    """One fused pass, the same numbers as relu then dropout with the same key, forward and backward,
+    NaN/inf and zeros included (a NaN gradient at a dropped positive element stays NaN, as in torch)."""
+    torch.manual_seed(11)
+    x = torch.randn(333, 17, dtype=torch.float64)
+    x[0, :4] = torch.tensor([math.nan, math.inf, -math.inf, 0.0])
+    grad = torch.randn_like(x)
+    grad[1, :3] = math.nan
+    results = []
+    for fused in (True, False):
+        leaf = x.clone().requires_grad_()
+        torch.manual_seed(12)
+        y = D.relu_dropout(leaf, 0.4) if fused else D.dropout(torch.relu(leaf), 0.4)
+        y.backward(grad)
+        results.append((y.detach(), leaf.grad))
+    (y1, g1), (y2, g2) = results
+    assert torch.equal(y1.nan_to_num(7.0), y2.nan_to_num(7.0)) and torch.equal(y1.isnan(), y2.isnan())
+    assert torch.equal(g1.nan_to_num(7.0), g2.nan_to_num(7.0)) and torch.equal(g1.isnan(), g2.isnan())
+    assert torch.isnan(g1[1, :3][(x[1, :3] > 0)]).all()
+
+
+def test_relu_dropout_twice_differentiable_and_fallback():
+    rule = D._draw_rule(0.3)
+    x = torch.randn(9, 4, dtype=torch.float64)
+    x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x).requires_grad_()  # away from relu's kink
+    fn = lambda t: D._CounterReluDropout.apply(t, rule)  # noqa: E731
+    torch.autograd.gradcheck(fn, (x,))
+    torch.autograd.gradgradcheck(fn, (x,))
+    assert torch.equal(D.relu_dropout(x, 0.3, training=False), torch.relu(x))
+    with D.counter_based(False):
+        y = D.relu_dropout(torch.randn(20000), 0.5)
+    assert _binomial_ok(int((y != 0).sum()), 20000, 0.25) and (y >= 0).all()

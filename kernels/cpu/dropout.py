@@ -1,14 +1,23 @@
 r"""Dropout's mask from counter-based random numbers, in one parallel pass (``unigraph.nn.dropout``).
 
 Element ``i`` of a flat array is kept when its 32-bit draw is at least ``threshold``
-(:math:`P(keep) = 1 - threshold / 2^{32}`); draws come in pairs from one splitmix64 value,
-``mix64(key + (i // 2) * GOLDEN)``: the low 32 bits for even ``i``, the high 32 bits for odd ``i``.
+(:math:`P(keep) = 1 - threshold / 2^{32}`); draws come in pairs from one splitmix64 value
+``mix64(key + q * GOLDEN)``. The array is cut into fixed blocks of ``2 * PAIRS_PER_BLOCK``
+elements (the last one shorter); in a block of ``size`` elements starting at pair ``q0``, with
+``half = ceil(size / 2)``, element ``j < half`` takes the low 32 bits of pair ``q0 + j`` and element
+``half + j`` the high 32 bits of the same pair. Fixed blocks: the mapping does not depend on threads.
 The draw is a pure function of ``(key, i)``: the backward pass recomputes the mask instead of
 storing it, and the result does not depend on the thread count.
 
 ``src * multiplier`` with ``multiplier`` 0 or ``scale``, not a select of 0: a dropped NaN or inf
 gives NaN, as ``torch.nn.functional.dropout`` (``input * mask``) does. No fast-math: nothing here
 reduces, and ``x * 0`` must stay an IEEE product.
+
+One kernel, :func:`masked`, serves four element rules (``mode``): the dropout itself
+(``SCALE``: ``a * m``), its multipliers alone (``MASK``: ``m``, for fused GAT attention), dropout
+of a ReLU (``RELU``: ``relu(a) * m``) and that one's backward (``RELU_BACKWARD``: ``a * m`` where
+``b > 0``, else 0). ``mode`` is the same for every element, so the branch is predicted (LLVM may
+also hoist it out of the loop).
 
 Only ``import``ed when numba is installed (``unigraph.kernels.cpu.numba_status``).
 """
@@ -23,46 +32,45 @@ from unigraph.kernels.sampling import _mix64  # the same splitmix64 finalizer as
 
 _GOLDEN = np.uint64(GOLDEN)
 _LOW32 = np.uint64(0xFFFFFFFF)
-PAIRS_PER_CHUNK = 1 << 14  # 32k elements: a parallel chunk of a few hundred microseconds
+PAIRS_PER_BLOCK = 1 << 14  # 32k elements per parallel block (tens of microseconds)
+
+
+SCALE, MASK, RELU, RELU_BACKWARD = 0, 1, 2, 3
 
 
 @numba.njit(cache=True, inline="always")
-def _multipliers(key, pair, threshold, scale, zero):
-    bits = _mix64(key + np.uint64(pair) * _GOLDEN)
-    low = scale if (bits & _LOW32) >= threshold else zero
-    high = scale if (bits >> np.uint64(32)) >= threshold else zero
-    return low, high
+def _element(mode, a, b, multiplier, zero):
+    if mode == SCALE:
+        return a * multiplier
+    if mode == MASK:
+        return multiplier
+    if mode == RELU:  # relu keeps NaN, as torch.relu: 0 only where a <= 0
+        return (zero if a <= zero else a) * multiplier
+    # RELU_BACKWARD: torch's threshold_backward of the dropout's gradient (a NaN gradient of a
+    # dropped positive element stays NaN there too)
+    return a * multiplier if b > zero else zero
 
 
 @numba.njit(parallel=True, cache=True)
-def masked_scale(src, dst, key, threshold, scale):
-    """dst[i] = src[i] * (scale if element i is kept else 0), flat contiguous arrays of one size."""
+def masked(mode, a, b, dst, key, threshold, scale):
+    """dst[i] = the ``mode`` rule of (a[i], b[i], multiplier i), flat contiguous arrays of one size
+    (``a``/``b`` unread by the rules that do not use them: pass ``dst``)."""
     n = dst.size
     zero = scale - scale
-    pairs = (n + 1) // 2
-    for chunk in prange((pairs + PAIRS_PER_CHUNK - 1) // PAIRS_PER_CHUNK):
-        first = chunk * PAIRS_PER_CHUNK
-        last = min(first + PAIRS_PER_CHUNK, n // 2)
-        for pair in range(first, last):
-            low, high = _multipliers(key, pair, threshold, scale, zero)
-            dst[2 * pair] = src[2 * pair] * low
-            dst[2 * pair + 1] = src[2 * pair + 1] * high
-    if n % 2 == 1:  # the odd last element: the low half of its pair
-        low, _ = _multipliers(key, n // 2, threshold, scale, zero)
-        dst[n - 1] = src[n - 1] * low
-
-
-@numba.njit(parallel=True, cache=True)
-def mask_values(dst, key, threshold, scale):
-    """dst[i] = scale if element i is kept else 0: the multipliers :func:`masked_scale` applies."""
-    n = dst.size
-    zero = scale - scale
-    pairs = (n + 1) // 2
-    for chunk in prange((pairs + PAIRS_PER_CHUNK - 1) // PAIRS_PER_CHUNK):
-        first = chunk * PAIRS_PER_CHUNK
-        last = min(first + PAIRS_PER_CHUNK, n // 2)
-        for pair in range(first, last):
-            dst[2 * pair], dst[2 * pair + 1] = _multipliers(key, pair, threshold, scale, zero)
-    if n % 2 == 1:
-        low, _ = _multipliers(key, n // 2, threshold, scale, zero)
-        dst[n - 1] = low
+    block = 2 * PAIRS_PER_BLOCK
+    for index in prange((n + block - 1) // block):
+        first = index * block
+        size = min(block, n - first)
+        half = (size + 1) // 2  # elements first + j (low bits) and first + half + j (high bits)
+        pair0 = index * PAIRS_PER_BLOCK
+        for j in range(size - half):  # both halves: contiguous streams, so the loop vectorizes
+            bits = _mix64(key + np.uint64(pair0 + j) * _GOLDEN)
+            low = scale if (bits & _LOW32) >= threshold else zero
+            high = scale if (bits >> np.uint64(32)) >= threshold else zero
+            dst[first + j] = _element(mode, a[first + j], b[first + j], low, zero)
+            k = first + half + j
+            dst[k] = _element(mode, a[k], b[k], high, zero)
+        if size % 2 == 1:  # an odd last block: its middle element takes the low bits of one more pair
+            bits = _mix64(key + np.uint64(pair0 + half - 1) * _GOLDEN)
+            k = first + half - 1
+            dst[k] = _element(mode, a[k], b[k], scale if (bits & _LOW32) >= threshold else zero, zero)

@@ -7,8 +7,9 @@ Forward, per destination ``v`` and head ``h`` (no E x H score tensor, no E x H x
     m_v = \max_e s_e,\quad d_v = \sum_e e^{s_e - m_v},\quad
     out_v = \sum_e \frac{e^{s_e - m_v}}{d_v} mask_e\, h_u
 
-The scalar scores are recomputed in each of the three sweeps (max, sum, accumulate) instead of
-stored: a few flops per edge against a write and read of E x H floats.
+Each row's scores, then their exponentials, live in a per-block scratch of (largest degree in the
+block) x H floats, edge-major so a row's heads are adjacent: one score and one ``exp`` per edge and
+head (no E x H tensor is written), and the weighted sum reads each neighbour's row once for all heads.
 
 Backward (formulas in ``unigraph.ops.gradients``), two node-parallel passes:
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
 from numba import prange
 
 from unigraph.kernels.cpu import FASTMATH
@@ -41,27 +43,38 @@ def _score(el, er, ee, has_ee, s, v, edge, head, slope):
 def forward(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max, row_sum):
     heads, width = h.shape[1], h.shape[2]
     for b in prange(blocks.shape[0] - 1):
+        widest = 0
+        for v in range(blocks[b], blocks[b + 1]):
+            widest = max(widest, ptr[v + 1] - ptr[v])
+        weight = np.empty((widest, heads), dtype=h.dtype)  # this block's scratch: one row's scores
+        top = np.empty(heads, dtype=h.dtype)
+        total = np.empty(heads, dtype=h.dtype)
         for v in range(blocks[b], blocks[b + 1]):
             start, end = ptr[v], ptr[v + 1]
             if start == end:
                 continue  # out, row_max, row_sum were zero-initialized
-            for head in range(heads):
-                top = _score(el, er, ee, has_ee, src[start], v, eid[start], head, slope)
-                for q in range(start + 1, end):
-                    top = max(top, _score(el, er, ee, has_ee, src[q], v, eid[q], head, slope))
-                total = top * 0
-                for q in range(start, end):
-                    total += math.exp(_score(el, er, ee, has_ee, src[q], v, eid[q], head, slope) - top)
-                inv = 1 / total
-                for q in range(start, end):
-                    s = src[q]
-                    w = math.exp(_score(el, er, ee, has_ee, s, v, eid[q], head, slope) - top) * inv
+            for q in range(start, end):  # scores once per edge and head; the running max in edge order
+                for head in range(heads):
+                    z = _score(el, er, ee, has_ee, src[q], v, eid[q], head, slope)
+                    weight[q - start, head] = z
+                    top[head] = z if q == start else max(top[head], z)
+            total[:] = 0
+            for q in range(start, end):  # one exp per edge and head
+                for head in range(heads):
+                    w = math.exp(weight[q - start, head] - top[head])
+                    weight[q - start, head] = w
+                    total[head] += w
+            for q in range(start, end):
+                s = src[q]
+                for head in range(heads):
+                    w = weight[q - start, head] / total[head]
                     if has_mask:
                         w *= mask[eid[q], head]
                     for f in range(width):
                         out[v, head, f] += w * h[s, head, f]
-                row_max[v, head] = top
-                row_sum[v, head] = total
+            for head in range(heads):
+                row_max[v, head] = top[head]
+                row_sum[v, head] = total[head]
 
 
 @numba.njit(parallel=True, fastmath=FASTMATH, cache=True)

@@ -4,7 +4,8 @@ with dropout and an activation around each, one graph (or sampled block) per lay
 Two dropout layouts, as in the papers' and PyG's reference setups:
 
 * ``"before"`` (GCN, GAT): dropout on every convolution's input, the features included; the
-  first layer reads mostly-zero (bag-of-words) input as a sparse matrix.
+  first layer reads mostly-zero (bag-of-words) input as a sparse matrix. Between layers this is
+  the same as dropping the activation's output, which is where :func:`apply_layer` does it.
 * ``"after"`` (GraphSAGE, GIN): dropout after the activation between layers.
 
 :func:`apply_layer` is the one place that says what happens around convolution ``i``: the
@@ -21,22 +22,23 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.models.layer_graphs import graphs_per_layer
-from unigraph.nn.dropout import dropout
+from unigraph.nn.dropout import activation_dropout
 from unigraph.nn.projection import dropout as sparse_aware_dropout
 from unigraph.nn.projection import sparse_if_mostly_zero
 
 
 def apply_layer(conv: torch.nn.Module, graph: Graph, h: Tensor, *, first: bool, last: bool, dropout_at: str,
                 activation: Callable[[Tensor], Tensor], p: float, training: bool) -> Tensor:
-    """Convolution ``conv`` with the dropout and activation its model puts around it."""
-    if dropout_at == "before":
-        if first:
-            h = sparse_if_mostly_zero(h)  # bag-of-words features: sparse products in the first layer
+    """Convolution ``conv`` with the dropout and activation its model puts around it.
+
+    Both layouts drop the activation's output between layers, so that dropout is applied here,
+    after the activation (fused with a ReLU into one pass); ``"before"`` also drops the input
+    features at the first layer."""
+    if first and dropout_at == "before":
+        h = sparse_if_mostly_zero(h)  # bag-of-words features: sparse products in the first layer
         h = sparse_aware_dropout(h, p, training)
-        h = conv(graph, h)
-        return h if last else activation(h)
     h = conv(graph, h)
-    return h if last else dropout(activation(h), p, training)
+    return h if last else activation_dropout(h, activation, p, training)
 
 
 class LayerStack(torch.nn.Module):

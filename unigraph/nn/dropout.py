@@ -26,6 +26,7 @@ import contextlib
 import functools
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 _enabled = True
@@ -57,9 +58,28 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     if p == 1.0:
         return x * 0.0
     if _uses_counter(x):
-        key, threshold, scale = _draw_rule(p)
-        return _CounterDropout.apply(x, key, threshold, scale)
+        return _CounterDropout.apply(x, _draw_rule(p))
     return x * _torch_mask(tuple(x.shape), p, x)
+
+
+def relu_dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """``dropout(relu(x), p, training)`` in one pass (the counter path), the same values and
+    gradients as the two calls with the same mask; one tensor fewer written and kept."""
+    p = check_p(p)
+    if not training or p == 0.0:
+        return torch.relu(x)
+    if p == 1.0:
+        return torch.relu(x) * 0.0
+    if _uses_counter(x):
+        return _CounterReluDropout.apply(x, _draw_rule(p))
+    return torch.relu(x) * _torch_mask(tuple(x.shape), p, x)
+
+
+def activation_dropout(x: Tensor, activation, p: float, training: bool) -> Tensor:
+    """``dropout(activation(x), p, training)``, fused when ``activation`` is ReLU."""
+    if activation is F.relu or activation is torch.relu:
+        return relu_dropout(x, p, training)
+    return dropout(activation(x), p, training)
 
 
 class Dropout(torch.nn.Module):
@@ -83,14 +103,7 @@ def keep_mask(shape: tuple, p: float, like: Tensor) -> Tensor:
     if p >= 1.0:
         return torch.zeros(shape, dtype=like.dtype, device=like.device)
     if _uses_counter(like):
-        from unigraph.kernels.cpu import alloc, threads_for
-        from unigraph.kernels.cpu.dropout import mask_values
-        key, threshold, scale = _draw_rule(p)
-        out = alloc.empty(shape, like.dtype)
-        if out.numel():
-            with threads_for(out.numel()):
-                mask_values(out.view(-1).numpy(), key, threshold, out.numpy().dtype.type(scale))
-        return out
+        return _run("MASK", None, None, shape, like.dtype, _draw_rule(p))
     return _torch_mask(shape, p, like)
 
 
@@ -119,14 +132,18 @@ def _draw_rule(p: float) -> tuple:
     return np.uint64(key), np.uint64(threshold), 1.0 / (1.0 - p)
 
 
-def _masked_scale(x: Tensor, key, threshold, scale: float) -> Tensor:
+def _run(mode: str, a: Tensor | None, b: Tensor | None, shape: tuple, dtype: torch.dtype, rule: tuple) -> Tensor:
+    """A fresh tensor holding the kernel's ``mode`` rule (``unigraph.kernels.cpu.dropout``) of
+    ``a`` and ``b`` (row-major positions, so non-contiguous inputs are copied first)."""
     from unigraph.kernels.cpu import alloc, threads_for
-    from unigraph.kernels.cpu.dropout import masked_scale
-    src = x.detach().contiguous()
-    out = alloc.empty(src.shape, src.dtype)
+    from unigraph.kernels.cpu import dropout as kernels
+    out = alloc.empty(shape, dtype)
     if out.numel():
+        flat = out.view(-1).numpy()
+        a_np, b_np = ((t.detach().contiguous().view(-1).numpy() if t is not None else flat) for t in (a, b))
+        key, threshold, scale = rule
         with threads_for(out.numel()):
-            masked_scale(src.view(-1).numpy(), out.view(-1).numpy(), key, threshold, src.numpy().dtype.type(scale))
+            kernels.masked(getattr(kernels, mode), a_np, b_np, flat, key, threshold, flat.dtype.type(scale))
     return out
 
 
@@ -135,10 +152,41 @@ class _CounterDropout(torch.autograd.Function):
     (a diagonal, self-adjoint linear map), so it is itself differentiable."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, key, threshold, scale: float) -> Tensor:
-        ctx.rule = (key, threshold, scale)
-        return _masked_scale(x, key, threshold, scale)
+    def forward(ctx, x: Tensor, rule: tuple) -> Tensor:
+        ctx.rule = rule
+        return _run("SCALE", x, None, tuple(x.shape), x.dtype, rule)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        return _CounterDropout.apply(grad, *ctx.rule), None, None, None
+        return _CounterDropout.apply(grad, ctx.rule), None
+
+
+class _CounterReluDropout(torch.autograd.Function):
+    """y = relu(x) * m / (1 - p); keeps x (as relu keeps its output) for the backward."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, rule: tuple) -> Tensor:
+        ctx.rule = rule
+        ctx.save_for_backward(x)
+        return _run("RELU", x, None, tuple(x.shape), x.dtype, rule)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        return _ReluDropoutGrad.apply(grad, x, ctx.rule), None
+
+
+class _ReluDropoutGrad(torch.autograd.Function):
+    """g -> g * m / (1 - p) where x > 0, else 0: linear in g (its own adjoint), piecewise
+    constant in x (zero derivative), so twice differentiable like torch's relu."""
+
+    @staticmethod
+    def forward(ctx, grad: Tensor, x: Tensor, rule: tuple) -> Tensor:
+        ctx.rule = rule
+        ctx.save_for_backward(x)
+        return _run("RELU_BACKWARD", grad, x, tuple(grad.shape), grad.dtype, rule)
+
+    @staticmethod
+    def backward(ctx, gg: Tensor):
+        (x,) = ctx.saved_tensors
+        return _ReluDropoutGrad.apply(gg, x, ctx.rule), None, None

@@ -125,6 +125,7 @@ class SAGEConv(MessagePassing):
         if self.project:
             x_src = F.relu(linear(x_src, self.lin.weight, self.lin.bias))
         kind = self.aggregators[0]
+        has_root = self.root_weight and x_dst is not None
         if kind == "lstm":
             out = self.lin_l(self._lstm_aggregate(g, dense(x_src)))
         elif kind == "gcn":
@@ -132,17 +133,29 @@ class SAGEConv(MessagePassing):
         elif len(self.aggregators) > 1:
             h = dense(x_src)
             out = self.lin_l(torch.cat([ops.gspmm(g, "copy_u", reduce, u=h) for reduce in self._reduces()], dim=-1))
-        elif self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
-            out = self.propagate(g, x=linear(x_src, self.lin_l.weight))
-            if self.lin_l.bias is not None:
-                out = out + self.lin_l.bias
         else:
-            out = self.lin_l(self.propagate(g, x=dense(x_src)))
-        if self.root_weight and x_dst is not None:
+            out = self._one_aggregation(g, x_src, x_dst if has_root else None)
+            has_root = False  # included
+        if has_root:
             out = out + linear(x_dst, self.lin_r.weight)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out
+
+    def _one_aggregation(self, g: Graph, x_src: Tensor, x_dst: Tensor | None) -> Tensor:
+        """``W_1 AGG(x) + W_2 x_dst + b`` for one sum/mean/max/min aggregation. The root term
+        carries the bias and the aggregation's projection accumulates into it in place (addmm_): no
+        separate pass over the output for either."""
+        root = linear(x_dst, self.lin_r.weight, self.lin_l.bias) if x_dst is not None else None
+        bias = root if root is not None else self.lin_l.bias
+        if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
+            out = self.propagate(g, x=linear(x_src, self.lin_l.weight))  # narrower: project first
+            return out + bias if bias is not None else out
+        aggregated = self.propagate(g, x=dense(x_src))
+        if root is None or aggregated.dim() != 2:
+            out = self.lin_l(aggregated)
+            return out + linear(x_dst, self.lin_r.weight) if x_dst is not None else out
+        return root.addmm_(aggregated, self.lin_l.weight.t())  # root is this call's own fresh tensor
 
     # ------------------------------------------------------------------ aggregators
     def _reduces(self) -> list[str]:

@@ -86,8 +86,8 @@ class GSpMM(torch.autograd.Function):
         like = u if u is not None else e
         with _no_autocast(like.device):
             out, arg_u, arg_e = backend.gspmm(g, op, "sum" if reduce == "mean" else reduce, u, e)
-        if reduce == "mean":
-            out = out / gradients.in_degree_divisor(g, out)
+        if reduce == "mean":  # in place: every backend returns a fresh output, aliased by nothing
+            out = out.div_(gradients.in_degree_divisor(g, out))
         # Only the arg of an operand the op reads is kept (copy_u: arg_u, copy_e: arg_e), as its
         # backward needs no other; a backend may skip computing the other one (None).
         used_u, used_e = _args_used(op, reduce)
