@@ -138,3 +138,35 @@ def test_results_never_replace_committed_ones_by_accident(capsys):
     with pytest.raises(SystemExit):
         e2e.parse_args(["--quick", "--parts", "arxiv", "--out", str(RESULTS)])
     assert "may not replace the committed results" in capsys.readouterr().err
+
+
+def test_allocator_benchmark_runs_each_setting_in_its_own_process(tmp_path, dgl):
+    """benchmarks/allocator.py: one child per malloc setting, the environment really reaches the
+    child (glibc reads it at start), every library in both tables."""
+    pytest.importorskip("torch_geometric")
+    from benchmarks import allocator
+    seen = []
+    real = allocator.run_setting
+
+    def spy(extra, args, folder):
+        seen.append(dict(extra))
+        return real(extra, args, folder)
+
+    allocator.run_setting = spy
+    try:
+        result = allocator.main(["--model", "gcn", "--epochs", "3", "--warmup", "1", "--scale", "0.004",
+                                 "--out", str(tmp_path)])
+    finally:
+        allocator.run_setting = real
+    assert seen == [{}, allocator.KEEP_FREED]
+    names = list(result["runs"])
+    rows = [{r["impl"] for r in result["runs"][n]["groups"][0]["rows"]} for n in names]
+    assert rows[0] == rows[1] == {"unigraph:auto"} | PEERS
+    # the children recorded the settings they started with: the environment reached glibc's reader
+    recorded = [{k: v for k, v in result["runs"][n]["environment"]["allocator"].items() if k.startswith("MALLOC_")}
+                for n in names]
+    assert recorded == [{}, allocator.KEEP_FREED]
+    text = (tmp_path / "allocator_cpu.md").read_text()
+    assert all(name in text for name in names) and "default / kept" in text
+    with pytest.raises(SystemExit):  # a --quick run never aims at the committed results
+        allocator.main(["--quick", "--out", str(RESULTS)])

@@ -87,6 +87,12 @@ def thread_counts(dgl_module=None) -> dict:
     return counts
 
 
+def allocator_settings() -> dict:
+    """The malloc settings the process started with (glibc's ``MALLOC_*`` variables, a preloaded
+    allocator): they change how much of a full-batch epoch is page faults (benchmarks/allocator.py)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "LD_PRELOAD"}
+
+
 def threads_text(counts: dict) -> str:
     """``thread_counts()`` as one line for a report."""
     pools = ", ".join(f"{name.replace('_intra_op', '').replace('_inter_op', ' inter-op')} {value}"
@@ -145,7 +151,7 @@ def describe(command: str, device: torch.device | str = "cpu", dgl_module=None) 
     """Everything a results file carries about where it was measured, ``command`` being what
     reproduces it (call at the start of a run; :func:`finish` adds the end-of-run figures)."""
     return {"command": command, "machine": machine(device), "versions": versions(),
-            "threads": thread_counts(dgl_module), "loadavg_start": load_average(),
+            "threads": thread_counts(dgl_module), "allocator": allocator_settings(), "loadavg_start": load_average(),
             "available_memory_gb_start": available_memory_gb()}
 
 
