@@ -207,7 +207,13 @@ def markdown(result: dict) -> str:
              "median (min - max) over the timed epochs after the warm-up.", ""]
     for group in result["groups"]:
         has_acc = any("test_acc" in r for r in group["rows"])
-        lines += [f"## {group['model']} on {group['graph']}", "",
+        lines += [f"## {group['model']} on {group['graph']}", ""]
+        if part == "minibatch":
+            c = result["config"]
+            lines += [f"An epoch here is {c['batches_per_epoch']} batches of {c['workload']['batch_size']} seeds "
+                      f"(a full pass over the training seeds is {c['full_epoch_batches']}); {c['epochs']} epochs after "
+                      f"{c['warmup_batches']} warm-up batches.", ""]
+        lines += [
                   f"| implementation | {unit} | min - max |" + (" test accuracy |" if has_acc else ""),
                   "|---|---|---|" + ("---|" if has_acc else "")]
         for r in group["rows"]:
