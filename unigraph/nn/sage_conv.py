@@ -155,6 +155,8 @@ class SAGEConv(MessagePassing):
         if root is None or aggregated.dim() != 2:
             out = self.lin_l(aggregated)
             return out + linear(x_dst, self.lin_r.weight) if x_dst is not None else out
+        if torch.is_autocast_enabled(aggregated.device.type):  # in-place ops are not autocast: let addmm cast
+            return torch.addmm(root, aggregated, self.lin_l.weight.t())
         return root.addmm_(aggregated, self.lin_l.weight.t())  # root is this call's own fresh tensor
 
     # ------------------------------------------------------------------ aggregators
