@@ -146,15 +146,16 @@ class SAGEConv(MessagePassing):
         """``W_1 AGG(x) + W_2 x_dst + b`` for one sum/mean/max/min aggregation. The root term
         carries the bias and the aggregation's projection accumulates into it in place (addmm_): no
         separate pass over the output for either."""
-        root = linear(x_dst, self.lin_r.weight, self.lin_l.bias) if x_dst is not None else None
-        bias = root if root is not None else self.lin_l.bias
         if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
             out = self.propagate(g, x=linear(x_src, self.lin_l.weight))  # narrower: project first
-            return out + bias if bias is not None else out
+            if x_dst is not None:
+                return out + linear(x_dst, self.lin_r.weight, self.lin_l.bias)
+            return out + self.lin_l.bias if self.lin_l.bias is not None else out
         aggregated = self.propagate(g, x=dense(x_src))
-        if root is None or aggregated.dim() != 2:
+        if x_dst is None or aggregated.dim() != 2:
             out = self.lin_l(aggregated)
             return out + linear(x_dst, self.lin_r.weight) if x_dst is not None else out
+        root = linear(x_dst, self.lin_r.weight, self.lin_l.bias)
         if torch.is_autocast_enabled(aggregated.device.type):  # in-place ops are not autocast: let addmm cast
             return torch.addmm(root, aggregated, self.lin_l.weight.t())
         return root.addmm_(aggregated, self.lin_l.weight.t())  # root is this call's own fresh tensor
