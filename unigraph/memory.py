@@ -49,3 +49,24 @@ def keep_freed_memory() -> None:
                                 ("M_TOP_PAD", M_TOP_PAD, TOP_PAD)):
         if mallopt(ctypes.c_int(option), ctypes.c_int(value)) != 1:
             raise RuntimeError(f"glibc's mallopt refused {name}={value}")
+
+
+def output_pool(max_bytes: int | None = None) -> dict:
+    """Read, or set, the bound of unigraph's own pool of CPU output memory.
+
+    unigraph's CPU kernels (g-SpMM/g-SDDMM outputs, dropout, the layers' large dense projections
+    and their input gradients) take large outputs from a pool that recycles a block once torch
+    frees the tensor, so a training loop stops faulting them in every step (``kernels/cpu/alloc.py``).
+    It touches only unigraph's tensors, never the process allocator. ``max_bytes`` bounds the free
+    memory it keeps (default 2 GiB, or ``UNIGRAPH_OUTPUT_POOL_BYTES``); 0 turns pooling off and
+    frees what is kept. Returns the bound, the bytes kept free now and counts of new, reused and
+    dropped blocks."""
+    from unigraph.kernels.cpu import alloc
+    pool = alloc.pool()
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"output_pool(max_bytes={max_bytes!r}): expected a whole number of bytes >= 0 "
+                             "(0 turns the pool off)")
+        pool.resize(max_bytes)
+    return {"max_bytes": pool.max_bytes, "free_bytes": pool.free_bytes, **{k: pool.stats[k] for k in
+                                                                           ("new", "reused", "dropped")}}

@@ -1,28 +1,53 @@
-"""Output tensors of the CPU kernels, backed by transparent huge pages where the system allows it.
+"""Output tensors of the CPU kernels: recycled from a bounded pool, on transparent huge pages.
 
-A fresh large tensor is memory the kernel maps page by page on first touch: with 4 KiB pages a
-128 MiB output (500k nodes x 64 float32) takes 32,768 page faults, each zeroing its page, which
-cost more than half as much as the g-SpMM that fills it (62 ms vs ~200 ms on one core of the
-development machine). Linux's transparent huge pages map 2 MiB at a time (64 faults): the same
-allocation and fill took 15 ms. Where the system's setting is ``madvise`` (the common default),
-a region gets huge pages only when asked, so :func:`empty` asks (``madvise(MADV_HUGEPAGE)`` on
-the 2 MiB-aligned interior of the tensor, before anything touches it). The advice never changes
-a value: the tensor is an ordinary ``torch.empty`` tensor, and where huge pages are off, not
-available, or the platform is not Linux, :func:`empty` is ``torch.empty``.
+Why: a fresh large tensor is memory the OS maps page by page on first touch. glibc serves every
+block above its mmap threshold (at most 32 MiB) with a fresh ``mmap`` and unmaps it on free, so a
+training loop faults its activations in again every step: a 169k x 256 float32 output is 42,000
+4 KiB faults, each zeroing its page, which cost about as much as the kernel that fills it.
+
+The pool: :func:`empty` hands out a tensor on a block of memory the pool owns. When torch frees
+the tensor's storage (every view and saved copy gone), the block comes back to the pool, already
+mapped, and the next request of about its size reuses it: blocks are whole huge pages, and a
+request of ``n`` bytes rounded up so takes a free block of at most ``n * FIT`` (training loops ask
+for the same sizes every step; mini-batches for nearby ones).
+At most ``max_bytes`` of free blocks are kept (the oldest are given back to the OS first), so the
+pool never holds more than that beyond what is in use. Only blocks of ``MIN_BYTES`` and more are
+pooled; smaller ones come from ``torch.empty`` as before (glibc's heap reuses those anyway).
+
+Exactness: a recycled block holds its previous values, exactly like ``torch.empty``'s memory may;
+every kernel writes every element of its output. ``tests/ops/test_output_pool.py`` proves it by
+poisoning each recycled block with NaN (:func:`poison_recycled`) and running every op.
+
+Huge pages: where the system's THP setting is ``madvise`` (the common default), a new block is
+advised onto 2 MiB pages before anything touches it (64 faults instead of 32,768 for 128 MiB).
+
+Control: ``unigraph.memory.output_pool(max_bytes)`` (0 turns pooling off), or the environment
+variable ``UNIGRAPH_OUTPUT_POOL_BYTES``; the default keeps up to ``DEFAULT_MAX_BYTES``.
 """
 from __future__ import annotations
 
+import bisect
+import collections
 import ctypes
 import ctypes.util
 import functools
+import itertools
+import math
+import os
 import sys
+import threading
+import weakref
 
+import numpy as np
 import torch
 
 HUGE_PAGE = 2 << 20
-MIN_BYTES = 4 << 20   # below two huge pages the advice covers too little to matter
+MIN_BYTES = 4 << 20   # below this glibc's heap recycles blocks itself (and huge-page advice covers too little)
+FIT = 1.25            # a free block serves a request of at least 1/FIT of its size
+DEFAULT_MAX_BYTES = 2 << 30
 _MADV_HUGEPAGE = 14   # linux/mman.h
 _SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
+_ENV = "UNIGRAPH_OUTPUT_POOL_BYTES"
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,24 +68,131 @@ def _madvise():
     return libc.madvise
 
 
-def advise_huge_pages(t: torch.Tensor) -> None:
-    """Ask for huge pages under the 2 MiB-aligned interior of ``t``'s memory (a hint: its
-    result is not checked, since a refusal only means 4 KiB pages, as without it)."""
+def advise_huge_pages(t) -> None:
+    """Ask for huge pages under the 2 MiB-aligned interior of ``t``'s memory (a torch tensor or a
+    numpy array; a hint: its result is not checked, since a refusal only means 4 KiB pages)."""
     madvise = _madvise()
-    nbytes = t.numel() * t.element_size()
+    if isinstance(t, np.ndarray):
+        ptr, nbytes = t.ctypes.data, t.nbytes
+    else:
+        ptr, nbytes = t.data_ptr(), t.numel() * t.element_size()
     if madvise is None or nbytes < MIN_BYTES:
         return
-    start = (t.data_ptr() + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
-    end = (t.data_ptr() + nbytes) & ~(HUGE_PAGE - 1)
+    start = (ptr + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
+    end = (ptr + nbytes) & ~(HUGE_PAGE - 1)
     if end > start:
         madvise(start, end - start, _MADV_HUGEPAGE)
 
 
+def _max_bytes_from_environment() -> int:
+    raw = os.environ.get(_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{_ENV}={raw!r}: expected a whole number of bytes (0 turns the output pool off)") from None
+    if value < 0:
+        raise ValueError(f"{_ENV}={raw!r}: expected a number of bytes >= 0 (0 turns the output pool off)")
+    return value
+
+
+class _Pool:
+    """Free blocks (uint8 numpy arrays) sorted by size; a lock because torch may free a storage
+    on any thread (the autograd engine's, a DataLoader's)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self.sizes: list[tuple[int, int]] = []          # (nbytes, serial), sorted
+        self.blocks: dict[int, np.ndarray] = {}         # serial -> block
+        self.age = collections.OrderedDict()            # serial -> None, oldest first
+        self.free_bytes = 0
+        self.serial = itertools.count()
+        self.poison = False
+        self.stats = collections.Counter()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        need = _round_up(nbytes)
+        with self.lock:
+            i = bisect.bisect_left(self.sizes, (need, -1))
+            if i < len(self.sizes) and self.sizes[i][0] < need * FIT + 1:
+                size, serial = self.sizes.pop(i)
+                del self.age[serial]
+                self.free_bytes -= size
+                self.stats["reused"] += 1
+                return self.blocks.pop(serial)
+            self.stats["new"] += 1
+        block = np.empty(need, dtype=np.uint8)
+        advise_huge_pages(block)
+        return block
+
+    def give_back(self, block: np.ndarray) -> None:
+        with self.lock:
+            if block.nbytes > self.max_bytes:
+                return  # dropped: freed by numpy once the last reference goes
+            serial = next(self.serial)
+            bisect.insort(self.sizes, (block.nbytes, serial))
+            self.blocks[serial] = block
+            self.age[serial] = None
+            self.free_bytes += block.nbytes
+            while self.free_bytes > self.max_bytes:
+                self._drop(next(iter(self.age)))
+
+    def _drop(self, serial: int) -> None:
+        block = self.blocks.pop(serial)
+        del self.age[serial]
+        self.sizes.remove((block.nbytes, serial))
+        self.free_bytes -= block.nbytes
+        self.stats["dropped"] += 1
+
+    def resize(self, max_bytes: int) -> None:
+        with self.lock:
+            self.max_bytes = max_bytes
+            while self.free_bytes > self.max_bytes:
+                self._drop(next(iter(self.age)))
+
+
+def _round_up(nbytes: int) -> int:
+    """Blocks in whole huge pages: nearby requests share blocks, and advice covers all of one."""
+    return -(-nbytes // HUGE_PAGE) * HUGE_PAGE
+
+
+def _poison(t: torch.Tensor) -> torch.Tensor:
+    """NaN in a float tensor, a value far outside any index range in an integer one (a winner
+    index the kernel forgot to write then fails loudly instead of reading as -1 or 0)."""
+    if t.dtype == torch.bool:
+        t.view(torch.uint8).fill_(0x7F)   # neither True (1) nor False (0)
+        return t
+    return t.fill_(float("nan") if t.is_floating_point() else torch.iinfo(t.dtype).max // 3)
+
+
+_POOL = _Pool(_max_bytes_from_environment())
+
+
+def pool() -> _Pool:
+    return _POOL
+
+
 def empty(shape, dtype: torch.dtype) -> torch.Tensor:
-    """``torch.empty(shape, dtype=dtype)`` on the CPU, huge pages advised (see module docstring)."""
-    t = torch.empty(shape, dtype=dtype)
-    advise_huge_pages(t)
-    return t
+    """An uninitialised CPU tensor like ``torch.empty(shape, dtype=dtype)``, on pooled memory when
+    it is large (see the module docstring); contiguous, resizable only within its block."""
+    shape = tuple(int(s) for s in shape)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    nbytes = math.prod(shape) * itemsize
+    if nbytes < MIN_BYTES or _POOL.max_bytes == 0:
+        t = torch.empty(shape, dtype=dtype)
+        advise_huge_pages(t)
+        return t
+    block = _POOL.take(nbytes)
+    view = block[:nbytes]
+    # the view owns no memory: when torch frees the storage it releases the view, and the block
+    # (held by the finalizer, never by the view's user) goes back to the pool
+    weakref.finalize(view, _POOL.give_back, block).atexit = False
+    # a tensor of its own on the block's storage (set_, not .view: autograd must not see a view,
+    # or an in-place op on a custom Function's output would be refused)
+    t = torch.empty(0, dtype=dtype).set_(torch.from_numpy(view).untyped_storage(), 0, shape)
+    return _poison(t) if _POOL.poison else t
 
 
 def zeros(shape, dtype: torch.dtype) -> torch.Tensor:

@@ -89,8 +89,11 @@ def thread_counts(dgl_module=None) -> dict:
 
 def allocator_settings() -> dict:
     """The malloc settings the process started with (glibc's ``MALLOC_*`` variables, a preloaded
-    allocator): they change how much of a full-batch epoch is page faults (benchmarks/allocator.py)."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "LD_PRELOAD"}
+    allocator) and the bound of unigraph's own output pool: they change how much of a full-batch
+    epoch is page faults (benchmarks/allocator.py)."""
+    from unigraph.kernels.cpu import alloc
+    return {**{k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "LD_PRELOAD"},
+            "unigraph_output_pool_bytes": alloc.pool().max_bytes}
 
 
 def threads_text(counts: dict) -> str:

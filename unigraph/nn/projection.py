@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from unigraph.nn import pooled_linear
 from unigraph.nn.dropout import dropout as dense_dropout
 
 SPARSE_LAYOUTS = (torch.sparse_csr, torch.sparse_coo)
@@ -99,7 +100,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     layers gets the same sparse first layer as the built-in models."""
     x = cached_csr(x) if is_sparse(x) else sparse_if_mostly_zero(x)
     if not is_sparse(x):
-        return F.linear(x, weight, bias)
+        return pooled_linear.linear(x, weight, bias)
     if x.values().requires_grad:  # gradients for the sparse values: torch's own (slower) product
         out = torch.sparse.mm(x, weight.t())
     else:

@@ -146,8 +146,12 @@ class SAGEConv(MessagePassing):
         """``W_1 AGG(x) + W_2 x_dst + b`` for one sum/mean/max/min aggregation. The root term
         carries the bias and the aggregation's projection accumulates into it in place (addmm_): no
         separate pass over the output for either."""
-        if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
-            out = self.propagate(g, x=linear(x_src, self.lin_l.weight))  # narrower: project first
+        if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:  # narrower: project first
+            if x_dst is x_src:
+                # both weights in one product, [W_1; W_2] x: x is read once, and the backward's
+                # input gradient is one product [g_1 g_2] [W_1; W_2] instead of two and a sum
+                return self._project_both_first(g, x_src)
+            out = self.propagate(g, x=linear(x_src, self.lin_l.weight))
             if x_dst is not None:
                 return out + linear(x_dst, self.lin_r.weight, self.lin_l.bias)
             return out + self.lin_l.bias if self.lin_l.bias is not None else out
@@ -159,6 +163,13 @@ class SAGEConv(MessagePassing):
         if torch.is_autocast_enabled(aggregated.device.type):  # in-place ops are not autocast: let addmm cast
             return torch.addmm(root, aggregated, self.lin_l.weight.t())
         return root.addmm_(aggregated, self.lin_l.weight.t())  # root is this call's own fresh tensor
+
+    def _project_both_first(self, g: Graph, x: Tensor) -> Tensor:
+        c, bias = self.out_channels, self.lin_l.bias
+        weight = torch.cat([self.lin_l.weight, self.lin_r.weight])
+        bias = torch.cat([torch.zeros_like(bias), bias]) if bias is not None else None  # on the root half
+        to_neighbours, root = linear(x, weight, bias).split(c, dim=-1)
+        return self.propagate(g, x=to_neighbours) + root
 
     # ------------------------------------------------------------------ aggregators
     def _reduces(self) -> list[str]:

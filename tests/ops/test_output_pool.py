@@ -1,0 +1,180 @@
+"""The CPU kernels' output pool (``kernels/cpu/alloc.py``) changes no result and never hands out
+memory still in use: every op, forward and backward, on pooled memory poisoned with NaN (and
+out-of-range winners) equals the unpooled run bit for bit; a block comes back only after the
+last view and saved tensor are gone; the pool stays within its bound; the settings are checked."""
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import unigraph
+from unigraph.kernels.cpu import alloc
+
+pytest.importorskip("numba")
+from tests.ops.test_cpu_fast_paths import _every_op  # noqa: E402
+
+
+@pytest.fixture
+def small_pool(monkeypatch):
+    """Every output pooled (no size floor), each handed out poisoned, a fresh pool of 64 MiB."""
+    fresh = alloc._Pool(64 << 20)
+    fresh.poison = True
+    monkeypatch.setattr(alloc, "_POOL", fresh)
+    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
+    yield fresh
+    gc.collect()
+
+
+def _graph_with_isolated_nodes(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, 300, (4000,), generator=gen)
+    dst = torch.randint(0, 300, (4000,), generator=gen)
+    dst[:1000] = 7                       # a hub
+    return unigraph.Graph(torch.stack([src, dst]), num_nodes=340)   # 40 nodes without any edge
+
+
+def _assert_same(a, b):
+    for (out_a, grads_a), (out_b, grads_b) in zip(a, b):
+        torch.testing.assert_close(out_a, out_b, rtol=0, atol=0, equal_nan=True)
+        for x, y in zip(grads_a, grads_b):
+            torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True)
+
+
+def test_every_op_on_poisoned_pooled_memory_equals_the_unpooled_run(small_pool, monkeypatch):
+    g = _graph_with_isolated_nodes()
+    pooled = [_every_op(g, torch.Generator().manual_seed(1)) for _ in range(2)]  # the 2nd recycles
+    assert small_pool.stats["new"] > 0 and small_pool.stats["reused"] > 0    # the path under test ran
+    monkeypatch.setattr(small_pool, "max_bytes", 0)                          # pooling off: torch.empty
+    plain = _every_op(g, torch.Generator().manual_seed(1))
+    for run in pooled:
+        _assert_same(run, plain)
+
+
+def test_dropout_kernels_on_poisoned_pooled_memory(small_pool):
+    from unigraph.nn import dropout
+    x = torch.randn(257, 33, requires_grad=True)
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        y = dropout.relu_dropout(x, 0.4, True)
+        (g,) = torch.autograd.grad(y.sum(), x)
+        outs.append((y.detach().clone(), g))
+    assert small_pool.stats["reused"] > 0
+    assert torch.isfinite(outs[0][0]).all() and torch.isfinite(outs[0][1]).all()
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+def test_a_block_comes_back_only_after_every_view_is_gone(small_pool):
+    t = alloc.empty((1000, 8), torch.float32)
+    view = t[10:20]
+    ptr = t.data_ptr()
+    del t
+    gc.collect()
+    other = alloc.empty((1000, 8), torch.float32)
+    assert other.data_ptr() != ptr            # the view still holds the block
+    view.fill_(1.0)
+    assert other.isnan().all()                # poisoned, and untouched by writes through the view
+    del view
+    gc.collect()
+    again = alloc.empty((1000, 8), torch.float32)
+    assert again.data_ptr() == ptr            # now recycled
+
+
+def test_tensors_saved_for_backward_keep_their_block(small_pool):
+    x = torch.randn(64, 16, requires_grad=True)
+    from unigraph.nn import pooled_linear
+    w = torch.randn(32, 16, requires_grad=True)
+    y = pooled_linear._PooledLinear.apply(x, w, None)
+    z = (y * y).sum()             # saves y for the backward
+    ptr = y.data_ptr()
+    expected = y.detach().clone()
+    del y
+    gc.collect()
+    for _ in range(4):            # requests of the same size must not get y's block
+        assert alloc.empty((64, 32), torch.float32).data_ptr() != ptr
+    (gx,) = torch.autograd.grad(z, x)
+    torch.testing.assert_close(gx, (2 * expected) @ w.detach())
+
+
+def test_freeing_on_other_threads(small_pool):
+    made = [alloc.empty((100, 100), torch.float64) for _ in range(8)]
+    threads = [threading.Thread(target=made.pop) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gc.collect()
+    assert len(small_pool.sizes) == 8 and small_pool.free_bytes == sum(s for s, _ in small_pool.sizes)
+
+
+def test_the_pool_keeps_at_most_its_bound_and_drops_the_oldest(monkeypatch):
+    pool = alloc._Pool(10 << 20)
+    monkeypatch.setattr(alloc, "_POOL", pool)
+    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
+    blocks = [alloc.empty((1 << 20,), torch.float32) for _ in range(5)]   # 4 MiB each (2 huge pages)
+    ptrs = [t.data_ptr() for t in blocks]
+    for i in range(5):                                                    # freed oldest first
+        blocks[i] = None
+    gc.collect()
+    assert pool.free_bytes == 8 << 20 and pool.stats["dropped"] == 3
+    assert sorted(block.ctypes.data for block in pool.blocks.values()) == sorted(ptrs[3:])
+
+
+def test_requests_reuse_only_blocks_of_about_their_size(small_pool):
+    big = alloc.empty((4 << 20,), torch.uint8)
+    ptr = big.data_ptr()
+    del big
+    gc.collect()
+    assert alloc.empty((1 << 20,), torch.uint8).data_ptr() != ptr   # a quarter: not served by the big block
+    assert alloc.empty(((3 << 20) + 1,), torch.uint8).data_ptr() == ptr   # rounds up to the block's size
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                                   torch.int64, torch.bool])
+def test_pooled_tensors_are_ordinary_tensors(small_pool, dtype):
+    t = alloc.empty((37, 5), dtype)
+    assert t.shape == (37, 5) and t.dtype == dtype and t.is_contiguous() and t._base is None
+    t.zero_()
+    assert not t.any()
+    t.fill_(1)                                          # in place
+    assert int(t.to(torch.int64).sum()) == 37 * 5
+    assert torch.equal(torch.from_numpy(t.numpy()) if dtype not in (torch.bfloat16,) else t, t)
+    with pytest.raises(RuntimeError):                   # growing past the block refuses, never overruns
+        t.resize_(1 << 24, 5)
+
+
+def test_pooling_off_gives_torch_empty(monkeypatch):
+    monkeypatch.setattr(alloc, "_POOL", alloc._Pool(0))
+    t = alloc.empty((alloc.MIN_BYTES, 2), torch.uint8)
+    t.resize_(alloc.MIN_BYTES * 2, 2)                   # an ordinary resizable storage
+    assert alloc.pool().stats["new"] == 0
+
+
+def test_memory_output_pool_setting(monkeypatch):
+    monkeypatch.setattr(alloc, "_POOL", alloc._Pool(alloc.DEFAULT_MAX_BYTES))
+    from unigraph import memory
+    assert memory.output_pool()["max_bytes"] == alloc.DEFAULT_MAX_BYTES
+    memory.output_pool(0)
+    assert alloc.pool().max_bytes == 0
+    with pytest.raises(ValueError, match="bytes"):
+        memory.output_pool(-1)
+
+
+@pytest.mark.parametrize("value, message", [("lots", "whole number"), ("-5", ">= 0")])
+def test_environment_setting_is_checked(value, message):
+    code = "import unigraph.kernels.cpu.alloc"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**__import__("os").environ, "UNIGRAPH_OUTPUT_POOL_BYTES": value})
+    assert done.returncode != 0 and "UNIGRAPH_OUTPUT_POOL_BYTES" in done.stderr and message in done.stderr
+
+
+def test_environment_setting_is_read():
+    code = "from unigraph.kernels.cpu import alloc; print(alloc.pool().max_bytes)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**__import__("os").environ, "UNIGRAPH_OUTPUT_POOL_BYTES": "12345"})
+    assert done.stdout.strip() == "12345"

@@ -1,0 +1,125 @@
+"""Dense projections on pooled memory (``unigraph/nn/pooled_linear.py``) are ``F.linear``: the
+same values bit for bit, the same gradients, double backward, in-place use of the output, the
+fallbacks; and SAGEConv's one product with both weights equals the two-product form."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import unigraph
+from unigraph.kernels.cpu import alloc
+from unigraph.nn import pooled_linear
+
+
+@pytest.fixture
+def pooled_everything(monkeypatch):
+    fresh = alloc._Pool(64 << 20)
+    fresh.poison = True
+    monkeypatch.setattr(alloc, "_POOL", fresh)
+    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
+    yield fresh
+    gc.collect()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_values_and_gradients_are_f_linear_bit_for_bit(pooled_everything, dtype, with_bias):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 17, generator=gen, dtype=dtype)
+    x[4, 2] = float("nan")
+    w = torch.randn(9, 17, generator=gen, dtype=dtype)
+    b = torch.randn(9, generator=gen, dtype=dtype) if with_bias else None
+    g = torch.randn(300, 9, generator=gen, dtype=dtype)
+    results = []
+    for fn in (pooled_linear.linear, F.linear):
+        leaves = [t.clone().requires_grad_() for t in (x, w) + ((b,) if with_bias else ())]
+        y = fn(*leaves) if with_bias else fn(*leaves, None)
+        y.backward(g)
+        results.append([y.detach()] + [t.grad for t in leaves])
+    assert pooled_everything.stats["new"] > 0       # the pooled path ran
+    for a, e in zip(*results):
+        torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True)
+
+
+def test_gradcheck_and_double_backward(pooled_everything):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(pooled_linear._PooledLinear.apply, (x, w, b))
+    assert torch.autograd.gradgradcheck(pooled_linear._PooledLinear.apply, (x, w, b))
+
+
+def test_the_output_can_be_changed_in_place(pooled_everything):
+    x = torch.randn(50, 8, requires_grad=True)
+    w = torch.randn(6, 8, requires_grad=True)
+    agg, wl = torch.randn(50, 5), torch.randn(6, 5, requires_grad=True)
+    y = pooled_linear.linear(x, w).addmm_(agg, wl.t())     # SAGEConv's root term accumulates in place
+    y.square().sum().backward()
+    expected = (x.detach() @ w.detach().t() + agg @ wl.detach().t())
+    torch.testing.assert_close(x.grad, 2 * expected @ w.detach())
+    torch.testing.assert_close(wl.grad, (2 * expected).t() @ agg)
+
+
+def test_fallbacks_take_f_linear(monkeypatch):
+    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
+    x, w = torch.randn(10, 4), torch.randn(3, 4)
+    assert pooled_linear._worth_pooling(x, w, None)
+    assert not pooled_linear._worth_pooling(x[None], w, None)                      # not 2-D
+    assert not pooled_linear._worth_pooling(x.half(), w.half(), None)              # half precision
+    assert not pooled_linear._worth_pooling(x, w.double(), None)                   # mixed dtypes
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not pooled_linear._worth_pooling(x, w, None)
+    monkeypatch.setattr(alloc, "_POOL", alloc._Pool(0))
+    assert not pooled_linear._worth_pooling(x, w, None)                            # pool off
+    with pytest.raises(RuntimeError):                                              # F.linear's own error
+        pooled_linear.linear(x, torch.randn(3, 5))
+
+
+def test_small_outputs_are_not_pooled():
+    x, w = torch.randn(10, 4), torch.randn(3, 4)
+    assert not pooled_linear._worth_pooling(x, w, None)
+
+
+def test_vmap_takes_f_linear(monkeypatch):
+    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
+    x, w = torch.randn(5, 10, 4), torch.randn(3, 4)
+    got = torch.vmap(lambda xi: pooled_linear.linear(xi, w))(x)
+    torch.testing.assert_close(got, x @ w.t())
+
+
+# --------------------------------------------------------------------------- SAGEConv's fused product
+@pytest.mark.parametrize("aggr", ["mean", "sum"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_sage_one_product_equals_two(aggr, bias):
+    """in > out with the same tensor as source and destination: one product with [W_1; W_2]; with
+    a different (equal-valued) destination tensor: the two-product form. Same values, same grads."""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2)
+    g = unigraph.Graph(torch.randint(0, 40, (2, 200), generator=gen), num_nodes=45)   # some isolated
+    conv = unigraph.nn.SAGEConv(16, 5, aggr=aggr, bias=bias)
+    x = torch.randn(45, 16, generator=gen)
+    runs = []
+    for same in (True, False):
+        conv.zero_grad()
+        xs = x.clone().requires_grad_()
+        xd = xs if same else xs * 1.0      # a different tensor object: the two-product branch
+        out = conv._one_aggregation(g, xs, xd)
+        out.backward(torch.ones_like(out) * torch.arange(5.0))
+        runs.append((out.detach(), xs.grad, [p.grad.clone() for p in conv.parameters() if p.grad is not None]))
+    torch.testing.assert_close(runs[0][0], runs[1][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(runs[0][1], runs[1][1], rtol=1e-5, atol=1e-5)
+    for a, b in zip(runs[0][2], runs[1][2]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # and the dense formula
+    deg = torch.zeros(45).index_add_(0, g.edge_index[1], torch.ones(200))
+    agg = torch.zeros(45, 16).index_add_(0, g.edge_index[1], x[g.edge_index[0]])
+    if aggr == "mean":
+        agg = agg / deg.clamp(min=1)[:, None]
+    expected = agg @ conv.lin_l.weight.t() + x @ conv.lin_r.weight.t()
+    if bias:
+        expected = expected + conv.lin_l.bias
+    torch.testing.assert_close(runs[0][0], expected.detach(), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,72 @@
+r"""``x W^T + b`` on the CPU with its large outputs on recycled memory: every layer's dense projection.
+
+.. math::
+    y = x W^\top + b, \qquad \frac{\partial L}{\partial x} = g W, \qquad
+    \frac{\partial L}{\partial W} = g^\top x, \qquad \frac{\partial L}{\partial b} = \textstyle\sum_i g_i
+
+Why: on an ogbn-arxiv-sized graph a projection's output (169k x 256 float32, 173 MB) and its
+input gradient are blocks glibc maps afresh and unmaps on every free, so each training step
+faults them in again, 4 KiB at a time (a third of a GraphSAGE epoch was page faults,
+``benchmarks/results/allocator_cpu.md``). Here the forward writes ``y`` and the backward writes
+``g W`` into memory from the CPU kernels' output pool (``unigraph.kernels.cpu.alloc``), which
+recycles the block once torch frees the tensor. The products are the same BLAS calls as
+``F.linear`` (``addmm``/``mm`` with ``out=``), so the values are those of ``F.linear``.
+
+:func:`linear` takes this path only for 2-D float32/float64 CPU inputs whose output or input
+gradient is large enough to be pooled, outside autocast and ``torch.compile``, and when the pool
+is on; everything else is ``F.linear``. A backward under ``create_graph=True`` uses plain
+differentiable products, so double backward works.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def _pooled(shape: tuple, dtype: torch.dtype) -> Tensor:
+    from unigraph.kernels.cpu import alloc
+    return alloc.empty(shape, dtype)
+
+
+class _PooledLinear(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out = _pooled((x.shape[0], weight.shape[0]), x.dtype)
+        if bias is None:
+            return torch.mm(x, weight.t(), out=out)
+        return torch.addmm(bias, x, weight.t(), out=out)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, weight = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        if torch.is_grad_enabled():  # create_graph: differentiable products, no out=
+            grad_x = grad @ weight if need_x else None
+        else:
+            grad_x = torch.mm(grad, weight, out=_pooled(tuple(x.shape), x.dtype)) if need_x else None
+        grad_w = grad.t() @ x if need_w else None
+        grad_b = grad.sum(0) if need_b and ctx.has_bias else None
+        return grad_x, grad_w, grad_b
+
+
+def _worth_pooling(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+    from unigraph.kernels.cpu import alloc
+    if (x.device.type != "cpu" or x.dim() != 2 or x.layout != torch.strided or weight.dim() != 2
+            or x.dtype not in (torch.float32, torch.float64) or weight.dtype != x.dtype
+            or (bias is not None and (bias.dtype != x.dtype or bias.dim() != 1))
+            or alloc.pool().max_bytes == 0 or torch.is_autocast_enabled("cpu")
+            or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()):
+        return False
+    widest = max(x.shape[1], weight.shape[0])
+    return x.shape[0] * widest * x.element_size() >= alloc.MIN_BYTES
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)``, on pooled memory where that pays (module docstring)."""
+    if not _worth_pooling(x, weight, bias) or x.shape[1] != weight.shape[1]:
+        return F.linear(x, weight, bias)  # (a shape mismatch gets F.linear's own error)
+    return _PooledLinear.apply(x, weight, bias)
