@@ -174,7 +174,7 @@ class NumbaBackend(Backend):
             return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)
         fl, fr = tuple(lhs.shape[1:]), tuple(rhs.shape[1:])
         features = gsddmm_features(op, lhs, rhs)
-        out = torch.empty((g.num_edges,) + features, dtype=lhs.dtype)
+        out = alloc.empty((g.num_edges,) + features, lhs.dtype)
         if math.prod(features) == 0 or lhs.shape[0] == 0 or rhs.shape[0] == 0:
             return gsddmm_by_gather(g, op, lhs, rhs, lhs_target, rhs_target)
         with threads_for(g.num_edges * math.prod(features) * (fl[-1] if op == "dot" else 1)):
@@ -210,7 +210,7 @@ class NumbaBackend(Backend):
     # ------------------------------------------------------------------ fused ops
     def edge_softmax(self, g: GraphTensors, scores: Tensor) -> Tensor:
         _, _, softmax, _, _ = _kernels()
-        out = torch.empty_like(scores, memory_format=torch.contiguous_format)
+        out = alloc.empty(tuple(scores.shape), scores.dtype)
         width = math.prod(scores.shape[1:])
         if g.num_edges and width:
             with threads_for(g.num_edges * width):
@@ -223,9 +223,9 @@ class NumbaBackend(Backend):
         if h.shape[2] == 0:
             return super().gat_attention(g, h, el, er, edge_scores, negative_slope, edge_mask)
         _, _, _, gat, _ = _kernels()
-        out = torch.zeros((g.num_dst,) + tuple(h.shape[1:]), dtype=h.dtype)
-        row_max = torch.zeros((g.num_dst, h.shape[1]), dtype=h.dtype)
-        row_sum = torch.zeros((g.num_dst, h.shape[1]), dtype=h.dtype)
+        out = alloc.zeros((g.num_dst,) + tuple(h.shape[1:]), h.dtype)
+        row_max = alloc.zeros((g.num_dst, h.shape[1]), h.dtype)
+        row_sum = alloc.zeros((g.num_dst, h.shape[1]), h.dtype)
         if g.num_edges:
             dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
             with threads_for(g.num_edges * h[0].numel()):
@@ -245,11 +245,11 @@ class NumbaBackend(Backend):
         _, _, _, gat, _ = _kernels()
         heads = h.shape[1]
         dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
-        d_er = torch.zeros((g.num_dst, heads), dtype=h.dtype)
-        dz = torch.empty((g.num_edges, heads), dtype=h.dtype)
-        kept = torch.empty((g.num_edges, heads), dtype=h.dtype)
-        dh = torch.zeros_like(h) if need[0] else None
-        d_el = torch.zeros((g.num_src, heads), dtype=h.dtype)
+        d_er = alloc.zeros((g.num_dst, heads), h.dtype)
+        dz = alloc.empty((g.num_edges, heads), h.dtype)
+        kept = alloc.empty((g.num_edges, heads), h.dtype)
+        dh = alloc.zeros(tuple(h.shape), h.dtype) if need[0] else None
+        d_el = alloc.zeros((g.num_src, heads), h.dtype)
         with threads_for(g.num_edges * h[0].numel()):
             gat.backward_by_destination(
                 *_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),

@@ -60,7 +60,8 @@ if step selector; then
   say "selector held out: Cora, CiteSeer, the arxiv-sized graph and its uniform twin, every backend, auto's regret"
   if [ "$QUICK" = 1 ]; then SOURCES=(planetoid:cora:$ROOT arxiv_like:3000:14 uniform:3000:14)
   else SOURCES=(planetoid:cora:$ROOT planetoid:citeseer:$ROOT arxiv_like:169343:14 uniform:169343:14); fi
-  $PY benchmarks/kernels.py --threads 2 --sources "${SOURCES[@]}" --widths 16 64 --budget 400000000 \
+  # unigraph's backends only (--peers with none): the regret is auto's against them; the peers are timed in the kernel suites
+  $PY benchmarks/kernels.py --threads 2 --sources "${SOURCES[@]}" --widths 16 64 --budget 400000000 --peers --repeats 5 \
     --name selector_heldout_cpu $(outarg) $([ "$QUICK" = 1 ] && echo "--repeats 1 --min-run-ms 0 --ops copy_u/sum gat")
   $PY -m unigraph.benchmarking.cost_fit --score "$OUT/selector_heldout_cpu.json" --write "$OUT/selector_heldout_cpu_regret.md"
 fi

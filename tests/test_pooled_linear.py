@@ -53,6 +53,20 @@ def test_gradcheck_and_double_backward(pooled_everything):
     assert torch.autograd.gradgradcheck(pooled_linear._PooledLinear.apply, (x, w, b))
 
 
+def test_forward_mode_ad_is_f_linears(pooled_everything):
+    import torch.autograd.forward_ad as fwAD
+    gen = torch.Generator().manual_seed(3)
+    x, w, b = (torch.randn(*s, generator=gen, dtype=torch.float64) for s in ((7, 4), (3, 4), (3,)))
+    tangents = [torch.randn_like(t) for t in (x, w, b)]
+    for which in ([0], [1], [0, 1, 2]):
+        results = []
+        for fn in (pooled_linear.linear, F.linear):
+            with fwAD.dual_level():
+                args = [fwAD.make_dual(t, tangents[i]) if i in which else t for i, t in enumerate((x, w, b))]
+                results.append(fwAD.unpack_dual(fn(*args)).tangent)
+        torch.testing.assert_close(results[0], results[1])
+
+
 def test_the_output_can_be_changed_in_place(pooled_everything):
     x = torch.randn(50, 8, requires_grad=True)
     w = torch.randn(6, 8, requires_grad=True)

@@ -98,12 +98,13 @@ def _max_bytes_from_environment() -> int:
 
 
 class _Pool:
-    """Free blocks (uint8 numpy arrays) sorted by size; a lock because torch may free a storage
-    on any thread (the autograd engine's, a DataLoader's)."""
+    """Free blocks (uint8 numpy arrays) sorted by size. A lock because torch may free a storage
+    on any thread (the autograd engine's, a DataLoader's); re-entrant because the garbage
+    collector may free a pooled tensor, and so call :meth:`give_back`, inside a locked section."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.sizes: list[tuple[int, int]] = []          # (nbytes, serial), sorted
         self.blocks: dict[int, np.ndarray] = {}         # serial -> block
         self.age = collections.OrderedDict()            # serial -> None, oldest first
@@ -123,7 +124,11 @@ class _Pool:
                 self.stats["reused"] += 1
                 return self.blocks.pop(serial)
             self.stats["new"] += 1
-        block = np.empty(need, dtype=np.uint8)
+        try:
+            block = np.empty(need, dtype=np.uint8)
+        except MemoryError:  # the blocks kept free are the first memory to give up
+            self._drop_all()
+            block = np.empty(need, dtype=np.uint8)
         advise_huge_pages(block)
         return block
 
@@ -145,6 +150,11 @@ class _Pool:
         self.sizes.remove((block.nbytes, serial))
         self.free_bytes -= block.nbytes
         self.stats["dropped"] += 1
+
+    def _drop_all(self) -> None:
+        with self.lock:
+            while self.age:
+                self._drop(next(iter(self.age)))
 
     def resize(self, max_bytes: int) -> None:
         with self.lock:

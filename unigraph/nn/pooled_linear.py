@@ -15,7 +15,7 @@ recycles the block once torch frees the tensor. The products are the same BLAS c
 :func:`linear` takes this path only for 2-D float32/float64 CPU inputs whose output or input
 gradient is large enough to be pooled, outside autocast and ``torch.compile``, and when the pool
 is on; everything else is ``F.linear``. A backward under ``create_graph=True`` uses plain
-differentiable products, so double backward works.
+differentiable products, so double backward works; forward-mode AD has its ``jvp``.
 """
 from __future__ import annotations
 
@@ -34,11 +34,23 @@ class _PooledLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.save_for_backward(x, weight)
+        ctx.save_for_forward(x, weight)
         ctx.has_bias = bias is not None
         out = _pooled((x.shape[0], weight.shape[0]), x.dtype)
         if bias is None:
             return torch.mm(x, weight.t(), out=out)
         return torch.addmm(bias, x, weight.t(), out=out)
+
+    @staticmethod
+    def jvp(ctx, dx: Tensor | None, dw: Tensor | None, db: Tensor | None) -> Tensor:
+        """Forward-mode: dy = dx W^T + x dW^T + db (plain products; tangents may be absent)."""
+        x, weight = ctx.saved_tensors
+        terms = [t for t in (dx @ weight.t() if dx is not None else None,
+                             x @ dw.t() if dw is not None else None, db) if t is not None]
+        out = terms[0]
+        for t in terms[1:]:
+            out = out + t
+        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
