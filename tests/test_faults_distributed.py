@@ -105,3 +105,16 @@ def test_no_rank_outlives_a_launcher_that_is_killed(tmp_path):
         assert seconds < 5
     finally:
         kill_all([caller.pid, *ranks, *_rank_pids(tmp_path)])
+
+
+@pytest.mark.parametrize("tail, consequence", [
+    ("RuntimeError: Connection closed by peer [127.0.0.1]:1234", True),
+    ("unigraph.distributed.peers.RemoteError: the 'sample' request to partition 1 (part1) failed: Got the following "
+     "error when running the callback: RuntimeError: process_vm_readv: No such process (this error originated at "
+     "tensorpipe/channel/cma/context_impl.cc:60)", True),      # RPC reading a killed peer's memory
+    ("ValueError: the batch had no seeds", False),
+])
+def test_an_error_that_only_says_a_peer_died_is_a_consequence(tail, consequence):
+    from unigraph.train.launch import _error_failure
+    failure = _error_failure(0, 0.0, "Traceback (most recent call last):\n  ...\n" + tail)
+    assert failure.consequence is consequence

@@ -51,7 +51,8 @@ from unigraph.procs import (
 SETTLE_SECONDS = 0.5   # after the first failure, how long the other ranks may still report theirs
 # What a rank's error says when it only lost a peer (gloo, NCCL, the rendezvous store): a consequence.
 PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
-             "communicator was aborted")
+             "communicator was aborted",
+             "process_vm_readv: no such process")   # tensorpipe's shared-memory channel reading a dead peer (RPC)
 
 
 class LaunchError(RuntimeError):
