@@ -44,6 +44,21 @@ def _reset_backend_choice():
     unigraph.set_backend(None)
 
 
+@pytest.fixture
+def poisoned_output_pool(monkeypatch):
+    """A fresh 64 MiB output pool (``kernels/cpu/alloc.py``) that pools every output (no size
+    floor) and hands each one out filled with NaN / out-of-range values: an element a kernel
+    forgets to write shows."""
+    import gc
+    from unigraph.kernels.cpu import alloc
+    fresh = alloc._Pool(64 << 20)
+    fresh.poison = True
+    monkeypatch.setattr(alloc, "_POOL", fresh)
+    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
+    yield fresh
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def dgl():
     from benchmarks.peers import load_dgl

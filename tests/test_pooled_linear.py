@@ -3,7 +3,6 @@ same values bit for bit, the same gradients, double backward, in-place use of th
 fallbacks; and SAGEConv's one product with both weights equals the two-product form."""
 from __future__ import annotations
 
-import gc
 
 import pytest
 import torch
@@ -14,19 +13,9 @@ from unigraph.kernels.cpu import alloc
 from unigraph.nn import pooled_linear
 
 
-@pytest.fixture
-def pooled_everything(monkeypatch):
-    fresh = alloc._Pool(64 << 20)
-    fresh.poison = True
-    monkeypatch.setattr(alloc, "_POOL", fresh)
-    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
-    yield fresh
-    gc.collect()
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_values_and_gradients_are_f_linear_bit_for_bit(pooled_everything, dtype, with_bias):
+def test_values_and_gradients_are_f_linear_bit_for_bit(poisoned_output_pool, dtype, with_bias):
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(300, 17, generator=gen, dtype=dtype)
     x[4, 2] = float("nan")
@@ -39,12 +28,12 @@ def test_values_and_gradients_are_f_linear_bit_for_bit(pooled_everything, dtype,
         y = fn(*leaves) if with_bias else fn(*leaves, None)
         y.backward(g)
         results.append([y.detach()] + [t.grad for t in leaves])
-    assert pooled_everything.stats["new"] > 0       # the pooled path ran
+    assert poisoned_output_pool.stats["new"] > 0       # the pooled path ran
     for a, e in zip(*results):
         torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True)
 
 
-def test_gradcheck_and_double_backward(pooled_everything):
+def test_gradcheck_and_double_backward(poisoned_output_pool):
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
     w = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
@@ -53,7 +42,7 @@ def test_gradcheck_and_double_backward(pooled_everything):
     assert torch.autograd.gradgradcheck(pooled_linear._PooledLinear.apply, (x, w, b))
 
 
-def test_forward_mode_ad_is_f_linears(pooled_everything):
+def test_forward_mode_ad_is_f_linears(poisoned_output_pool):
     import torch.autograd.forward_ad as fwAD
     gen = torch.Generator().manual_seed(3)
     x, w, b = (torch.randn(*s, generator=gen, dtype=torch.float64) for s in ((7, 4), (3, 4), (3,)))
@@ -67,7 +56,7 @@ def test_forward_mode_ad_is_f_linears(pooled_everything):
         torch.testing.assert_close(results[0], results[1])
 
 
-def test_the_output_can_be_changed_in_place(pooled_everything):
+def test_the_output_can_be_changed_in_place(poisoned_output_pool):
     x = torch.randn(50, 8, requires_grad=True)
     w = torch.randn(6, 8, requires_grad=True)
     agg, wl = torch.randn(50, 5), torch.randn(6, 5, requires_grad=True)

@@ -16,7 +16,7 @@ pooled; smaller ones come from ``torch.empty`` as before (glibc's heap reuses th
 
 Exactness: a recycled block holds its previous values, exactly like ``torch.empty``'s memory may;
 every kernel writes every element of its output. ``tests/ops/test_output_pool.py`` proves it by
-poisoning each recycled block with NaN (:func:`poison_recycled`) and running every op.
+poisoning every pooled tensor with NaN (``pool().poison``) and running every op.
 
 Huge pages: where the system's THP setting is ``madvise`` (the common default), a new block is
 advised onto 2 MiB pages before anything touches it (64 faults instead of 32,768 for 128 MiB).
@@ -118,16 +118,13 @@ class _Pool:
         with self.lock:
             i = bisect.bisect_left(self.sizes, (need, -1))
             if i < len(self.sizes) and self.sizes[i][0] < need * FIT + 1:
-                size, serial = self.sizes.pop(i)
-                del self.age[serial]
-                self.free_bytes -= size
                 self.stats["reused"] += 1
-                return self.blocks.pop(serial)
+                return self._remove(self.sizes[i][1])
             self.stats["new"] += 1
         try:
             block = np.empty(need, dtype=np.uint8)
         except MemoryError:  # the blocks kept free are the first memory to give up
-            self._drop_all()
+            self._trim(0)
             block = np.empty(need, dtype=np.uint8)
         advise_huge_pages(block)
         return block
@@ -141,26 +138,26 @@ class _Pool:
             self.blocks[serial] = block
             self.age[serial] = None
             self.free_bytes += block.nbytes
-            while self.free_bytes > self.max_bytes:
-                self._drop(next(iter(self.age)))
-
-    def _drop(self, serial: int) -> None:
-        block = self.blocks.pop(serial)
-        del self.age[serial]
-        self.sizes.remove((block.nbytes, serial))
-        self.free_bytes -= block.nbytes
-        self.stats["dropped"] += 1
-
-    def _drop_all(self) -> None:
-        with self.lock:
-            while self.age:
-                self._drop(next(iter(self.age)))
+            self._trim(self.max_bytes)
 
     def resize(self, max_bytes: int) -> None:
         with self.lock:
             self.max_bytes = max_bytes
-            while self.free_bytes > self.max_bytes:
-                self._drop(next(iter(self.age)))
+            self._trim(max_bytes)
+
+    def _remove(self, serial: int) -> np.ndarray:
+        block = self.blocks.pop(serial)
+        del self.age[serial]
+        self.sizes.remove((block.nbytes, serial))
+        self.free_bytes -= block.nbytes
+        return block
+
+    def _trim(self, limit: int) -> None:
+        """Drop the oldest free blocks until at most ``limit`` bytes are kept."""
+        with self.lock:
+            while self.free_bytes > limit:
+                self._remove(next(iter(self.age)))
+                self.stats["dropped"] += 1
 
 
 def _round_up(nbytes: int) -> int:
@@ -188,8 +185,7 @@ def empty(shape, dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised CPU tensor like ``torch.empty(shape, dtype=dtype)``, on pooled memory when
     it is large (see the module docstring); contiguous, resizable only within its block."""
     shape = tuple(int(s) for s in shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    nbytes = math.prod(shape) * itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or _POOL.max_bytes == 0:
         t = torch.empty(shape, dtype=dtype)
         advise_huge_pages(t)

@@ -19,17 +19,6 @@ pytest.importorskip("numba")
 from tests.ops.test_cpu_fast_paths import _every_op  # noqa: E402
 
 
-@pytest.fixture
-def small_pool(monkeypatch):
-    """Every output pooled (no size floor), each handed out poisoned, a fresh pool of 64 MiB."""
-    fresh = alloc._Pool(64 << 20)
-    fresh.poison = True
-    monkeypatch.setattr(alloc, "_POOL", fresh)
-    monkeypatch.setattr(alloc, "MIN_BYTES", 0)
-    yield fresh
-    gc.collect()
-
-
 def _graph_with_isolated_nodes(seed=0):
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, 300, (4000,), generator=gen)
@@ -45,17 +34,17 @@ def _assert_same(a, b):
             torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True)
 
 
-def test_every_op_on_poisoned_pooled_memory_equals_the_unpooled_run(small_pool, monkeypatch):
+def test_every_op_on_poisoned_pooled_memory_equals_the_unpooled_run(poisoned_output_pool, monkeypatch):
     g = _graph_with_isolated_nodes()
     pooled = [_every_op(g, torch.Generator().manual_seed(1)) for _ in range(2)]  # the 2nd recycles
-    assert small_pool.stats["new"] > 0 and small_pool.stats["reused"] > 0    # the path under test ran
-    monkeypatch.setattr(small_pool, "max_bytes", 0)                          # pooling off: torch.empty
+    assert poisoned_output_pool.stats["new"] > 0 and poisoned_output_pool.stats["reused"] > 0    # the path under test ran
+    monkeypatch.setattr(poisoned_output_pool, "max_bytes", 0)                          # pooling off: torch.empty
     plain = _every_op(g, torch.Generator().manual_seed(1))
     for run in pooled:
         _assert_same(run, plain)
 
 
-def test_dropout_kernels_on_poisoned_pooled_memory(small_pool):
+def test_dropout_kernels_on_poisoned_pooled_memory(poisoned_output_pool):
     from unigraph.nn import dropout
     x = torch.randn(257, 33, requires_grad=True)
     outs = []
@@ -64,12 +53,12 @@ def test_dropout_kernels_on_poisoned_pooled_memory(small_pool):
         y = dropout.relu_dropout(x, 0.4, True)
         (g,) = torch.autograd.grad(y.sum(), x)
         outs.append((y.detach().clone(), g))
-    assert small_pool.stats["reused"] > 0
+    assert poisoned_output_pool.stats["reused"] > 0
     assert torch.isfinite(outs[0][0]).all() and torch.isfinite(outs[0][1]).all()
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
 
 
-def test_a_block_comes_back_only_after_every_view_is_gone(small_pool):
+def test_a_block_comes_back_only_after_every_view_is_gone(poisoned_output_pool):
     t = alloc.empty((1000, 8), torch.float32)
     view = t[10:20]
     ptr = t.data_ptr()
@@ -85,7 +74,7 @@ def test_a_block_comes_back_only_after_every_view_is_gone(small_pool):
     assert again.data_ptr() == ptr            # now recycled
 
 
-def test_tensors_saved_for_backward_keep_their_block(small_pool):
+def test_tensors_saved_for_backward_keep_their_block(poisoned_output_pool):
     x = torch.randn(64, 16, requires_grad=True)
     from unigraph.nn import pooled_linear
     w = torch.randn(32, 16, requires_grad=True)
@@ -101,7 +90,7 @@ def test_tensors_saved_for_backward_keep_their_block(small_pool):
     torch.testing.assert_close(gx, (2 * expected) @ w.detach())
 
 
-def test_freeing_on_other_threads(small_pool):
+def test_freeing_on_other_threads(poisoned_output_pool):
     made = [alloc.empty((100, 100), torch.float64) for _ in range(8)]
     threads = [threading.Thread(target=made.pop) for _ in range(8)]
     for t in threads:
@@ -109,7 +98,7 @@ def test_freeing_on_other_threads(small_pool):
     for t in threads:
         t.join()
     gc.collect()
-    assert len(small_pool.sizes) == 8 and small_pool.free_bytes == sum(s for s, _ in small_pool.sizes)
+    assert len(poisoned_output_pool.sizes) == 8 and poisoned_output_pool.free_bytes == sum(s for s, _ in poisoned_output_pool.sizes)
 
 
 def test_the_pool_keeps_at_most_its_bound_and_drops_the_oldest(monkeypatch):
@@ -125,7 +114,7 @@ def test_the_pool_keeps_at_most_its_bound_and_drops_the_oldest(monkeypatch):
     assert sorted(block.ctypes.data for block in pool.blocks.values()) == sorted(ptrs[3:])
 
 
-def test_requests_reuse_only_blocks_of_about_their_size(small_pool):
+def test_requests_reuse_only_blocks_of_about_their_size(poisoned_output_pool):
     big = alloc.empty((4 << 20,), torch.uint8)
     ptr = big.data_ptr()
     del big
@@ -136,7 +125,7 @@ def test_requests_reuse_only_blocks_of_about_their_size(small_pool):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
                                    torch.int64, torch.bool])
-def test_pooled_tensors_are_ordinary_tensors(small_pool, dtype):
+def test_pooled_tensors_are_ordinary_tensors(poisoned_output_pool, dtype):
     t = alloc.empty((37, 5), dtype)
     assert t.shape == (37, 5) and t.dtype == dtype and t.is_contiguous() and t._base is None
     t.zero_()
