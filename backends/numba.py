@@ -16,7 +16,7 @@ from torch import Tensor
 
 from unigraph.backends.base import Availability, Backend, Contract, Request, gsddmm_by_gather, per_slice_plan
 from unigraph.kernels.cpu import alloc, threads_for
-from unigraph.kernels.cpu.indices import compact, index_dtype
+from unigraph.kernels.cpu.indices import compact, in_slots, index_dtype
 from unigraph.ops.broadcast import broadcast_offsets
 from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
@@ -220,19 +220,18 @@ class NumbaBackend(Backend):
         return out
 
     def gat_attention(self, g, h, el, er, edge_scores, negative_slope, edge_mask):
-        if h.shape[2] == 0:
+        if h.shape[2] == 0 or g.num_edges == 0:
             return super().gat_attention(g, h, el, er, edge_scores, negative_slope, edge_mask)
         _, _, _, gat, _ = _kernels()
-        out = alloc.zeros((g.num_dst,) + tuple(h.shape[1:]), h.dtype)
-        row_max = alloc.zeros((g.num_dst, h.shape[1]), h.dtype)
-        row_sum = alloc.zeros((g.num_dst, h.shape[1]), h.dtype)
-        if g.num_edges:
-            dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
-            with threads_for(g.num_edges * h[0].numel()):
-                gat.forward(*_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
-                            _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
-                            _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
-                            float(negative_slope), _np(out), _np(row_max), _np(row_sum))
+        out = alloc.empty((g.num_dst,) + tuple(h.shape[1:]), h.dtype)  # the kernel writes every row
+        row_max = alloc.empty((g.num_dst, h.shape[1]), h.dtype)
+        row_sum = alloc.empty((g.num_dst, h.shape[1]), h.dtype)
+        dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
+        with threads_for(g.num_edges * h[0].numel()):
+            gat.forward(*_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
+                        _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
+                        _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
+                        float(negative_slope), _np(out), _np(row_max), _np(row_sum))
         return out, row_max, row_sum
 
     def gat_attention_backward(self, g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max,
@@ -245,17 +244,22 @@ class NumbaBackend(Backend):
         _, _, _, gat, _ = _kernels()
         heads = h.shape[1]
         dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
-        d_er = alloc.zeros((g.num_dst, heads), h.dtype)
+        # every row of these is written by the kernels; dz and kept are in in-CSR slot order
+        d_er = alloc.empty((g.num_dst, heads), h.dtype)
         dz = alloc.empty((g.num_edges, heads), h.dtype)
         kept = alloc.empty((g.num_edges, heads), h.dtype)
-        dh = alloc.zeros(tuple(h.shape), h.dtype) if need[0] else None
-        d_el = alloc.zeros((g.num_src, heads), h.dtype)
+        dh = alloc.empty(tuple(h.shape), h.dtype) if need[0] else None
+        d_el = alloc.empty((g.num_src, heads), h.dtype)
         with threads_for(g.num_edges * h[0].numel()):
             gat.backward_by_destination(
                 *_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
                 _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                 _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None, float(negative_slope),
                 _np(out), _np(row_max), _np(row_sum), _np(grad_out), _np(d_er), _np(dz), _np(kept))
-            gat.backward_by_source(*_blocked(g.out_ptr), *_in_indices(g.reverse()), _np(grad_out), _np(dz),
-                                   _np(kept), need[0], _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
-        return dh, (d_el if need[1] else None), (d_er if need[2] else None), (dz if need[3] else None)
+            gat.backward_by_source(*_blocked(g.out_ptr), compact(g.out_dst, g.num_dst),
+                                   in_slots(g.out_eid, g.in_eid), _np(grad_out), _np(dz), _np(kept), need[0],
+                                   _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
+        d_edge = None
+        if need[3]:  # slot order -> edge order
+            d_edge = torch.empty_like(dz).index_copy_(0, g.in_eid, dz)
+        return dh, (d_el if need[1] else None), (d_er if need[2] else None), d_edge

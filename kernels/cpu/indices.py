@@ -22,8 +22,8 @@ import torch
 
 INT32_LIMIT = int(np.iinfo(np.int32).max)
 
-# id(tensor) -> (guard, int32 array); an entry is dropped when its tensor is freed
-_CACHE: dict[int, tuple[tuple, np.ndarray]] = {}
+# (id(tensor), what) -> (guard, array); an entry is dropped when its tensor is freed
+_CACHE: dict[tuple[int, str], tuple[tuple, np.ndarray]] = {}
 
 
 def index_dtype(bound: int) -> np.dtype:
@@ -37,6 +37,20 @@ def _guard(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), tuple(t.shape), t.stride(), t._version)
 
 
+def _cached(owner: torch.Tensor, what: str, guard: tuple, make) -> np.ndarray:
+    """The array ``make()`` built from ``owner`` (``what`` names which one) under ``guard``, made
+    again when the guard changed; the entry goes when ``owner`` is freed."""
+    key = (id(owner), what)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] == guard:
+        return hit[1]
+    made = make()
+    if hit is None:
+        weakref.finalize(owner, _CACHE.pop, key, None)
+    _CACHE[key] = (guard, made)
+    return made
+
+
 def compact(t: torch.Tensor, bound: int) -> np.ndarray:
     """The int64 index tensor ``t`` (values in ``[0, bound)``) as the numpy array the kernels
     take: an int32 copy (cached, see module docstring) where :func:`index_dtype` allows it,
@@ -45,13 +59,20 @@ def compact(t: torch.Tensor, bound: int) -> np.ndarray:
         raise TypeError(f"index tensors are int64, got {t.dtype}")
     if index_dtype(bound) == np.int64 or t.requires_grad:
         return t.detach().contiguous().numpy()
-    key = id(t)
-    hit = _CACHE.get(key)
-    guard = _guard(t)
-    if hit is not None and hit[0] == guard:
-        return hit[1]
-    small = t.contiguous().numpy().astype(np.int32)
-    if hit is None:
-        weakref.finalize(t, _CACHE.pop, key, None)
-    _CACHE[key] = (guard, small)
-    return small
+    return _cached(t, "int32", _guard(t), lambda: t.contiguous().numpy().astype(np.int32))
+
+
+def in_slots(out_eid: torch.Tensor, in_eid: torch.Tensor) -> np.ndarray:
+    """For every out-CSR slot, the in-CSR slot holding the same edge: ``pos[out_eid]`` with
+    ``pos[in_eid[q]] = q``. A kernel pass over destinations can then keep per-edge values in
+    in-CSR order (written sequentially) and a pass over sources read them through this map.
+    Cached like :func:`compact` (guarded by both tensors), int32 where the slots fit."""
+    num_edges = in_eid.numel()
+    if out_eid.numel() != num_edges:
+        raise ValueError(f"out_eid has {out_eid.numel()} edges, in_eid {num_edges}")
+
+    def make() -> np.ndarray:
+        pos = np.empty(num_edges, dtype=index_dtype(num_edges))
+        pos[in_eid.detach().contiguous().numpy()] = np.arange(num_edges, dtype=pos.dtype)
+        return pos[out_eid.detach().contiguous().numpy()]
+    return _cached(out_eid, "in_slots", (_guard(out_eid), _guard(in_eid), id(in_eid)), make)

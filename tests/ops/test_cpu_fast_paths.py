@@ -57,10 +57,24 @@ def test_compact_keeps_int64_past_the_limit():
 def test_compact_entry_dies_with_its_tensor():
     t = torch.tensor([1, 2, 3])
     indices.compact(t, 4)
-    key = id(t)
+    key = (id(t), "int32")
     assert key in indices._CACHE
     del t
     assert key not in indices._CACHE
+
+
+def test_in_slots_maps_each_out_slot_to_the_in_slot_of_its_edge():
+    g, _ = _hub_graph(num_nodes=50, num_edges=400)
+    t = g.tensors()
+    slots = indices.in_slots(t.out_eid, t.in_eid)
+    assert torch.equal(t.in_eid[torch.from_numpy(slots).long()], t.out_eid)   # same edge at both slots
+    assert slots.dtype == np.int32
+    assert indices.in_slots(t.out_eid, t.in_eid) is slots                    # cached while unchanged
+    in_eid = t.in_eid.clone()
+    again = indices.in_slots(t.out_eid, in_eid.flip(0))                      # another in_eid: made again
+    assert torch.equal(in_eid.flip(0)[torch.from_numpy(again).long()], t.out_eid)
+    with pytest.raises(ValueError, match="out_eid has 3 edges"):
+        indices.in_slots(torch.arange(3), torch.arange(4))
 
 
 # --------------------------------------------------------------------------- int32 == int64
