@@ -3,7 +3,8 @@ r"""The cost model behind ``auto``: the estimated run time of one operator call 
 Every estimate, in microseconds, is
 
 .. math::
-    T = launch + \big(edge \cdot E F + index \cdot E + node \cdot N F\big) / 1000 \;[+\ skew]
+    T = launch + \big(edge \cdot E F + index \cdot E + node \cdot N F + spill \cdot E F s\big) / 1000
+    \;[+\ skew]
 
 with ``E`` edges, ``N`` the larger node set, ``F`` the output feature width, the three rates in
 nanoseconds, and constants per backend, op family (:func:`op_family`) and device. What each
@@ -14,6 +15,10 @@ term stands for:
   E x F message tensor (scatter) shows up here, and it decides large graphs.
 * ``index``: per-edge work independent of F (index loads, torch-sparse's CSR bookkeeping).
 * ``node``: per output element (allocation, zero-fill, the final write, mean's division).
+* ``spill`` (CPU only): the extra cost of a gather that misses the cache, times ``s``, the share
+  of the N x F table beyond :data:`GATHER_CACHE_BYTES` (:func:`spill_fraction`). Without it
+  a fit to 5,000-node graphs (tables of at most 5 MB) ordered torch's CSR SpMM ahead of numba at
+  F = 16 on the 169k-node held-out graph, where it is 2x slower.
 * ``skew`` (GPU only): the degree distribution. A node-parallel program (triton_node; sparse,
   whose cuSPARSE and torch-sparse kernels give each row to one warp) walks its whole row, so the
   largest in-degree bounds the run time from below however many programs run in parallel:
@@ -30,8 +35,8 @@ CPU: measured. ``cost_constants_cpu.json`` beside this module holds every row, g
 :mod:`unigraph.benchmarking.cost_fit` from the committed forward timings of
 ``benchmarks/kernels.py --threads 2`` on the 2-core development machine, run when it was quiet:
 ``benchmarks/results/kernels_cpu.json`` (5,000 nodes, uniform and R-MAT graphs of mean in-degree
-1 to 256, F = 16/64/256) for the rates and ``kernels_cpu_tiny.json`` (64 nodes) for the launch
-costs. Least squares on relative error, non-negative, 4 significant digits; ``python
+1 to 256, F = 16/64/256) for the rates, ``kernels_cpu_tiny.json`` (64 nodes) for the launch
+costs and ``kernels_cpu_large.json`` (100,000 nodes, F = 16/64) for the spill rates. Least squares on relative error, non-negative, 4 significant digits; ``python
 benchmarks/kernels.py --fit`` reproduces the file exactly (``tests/test_cost_fit.py`` checks it).
 Rows no suite case measures (``spmm_binary``, scatter without torch-scatter, sparse's max/min
 without torch-sparse) are derived from fitted rows plus two named estimates; each row's
@@ -64,18 +69,37 @@ from unigraph.backends.base import Request
 FAMILIES = ("spmm_sum", "spmm_binary", "spmm_extreme", "sddmm", "edge_softmax", "gat_attention")
 
 
+# The gathered rows' bytes past which a gather misses the cache (float32 rows; the CPU fit set's
+# machine: 2 x 1 MiB of L2). Only the CPU rows have a spill rate (see LinearCost).
+GATHER_CACHE_BYTES = 2 * 1024 * 1024
+
+
+def spill_fraction(nodes: int, width: int) -> float:
+    """The share of an N x F float32 table that does not fit in :data:`GATHER_CACHE_BYTES`."""
+    table = nodes * width * 4
+    return max(0.0, 1.0 - GATHER_CACHE_BYTES / table) if table else 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class LinearCost:
-    """``launch_us + (edge_ns * E * F + index_ns * E + node_ns * N * F) / 1000`` microseconds."""
+    """``launch_us + (edge_ns * E * F + index_ns * E + node_ns * N * F + spill_ns * E * F * s) / 1000``
+    microseconds, ``s`` = :func:`spill_fraction` (N, F): the E x F gathers that miss the cache
+    cost ``spill_ns`` more each, so a backend whose gathers suffer more once the rows no longer
+    fit in cache (torch's CSR SpMM against numba's prefetching kernels) is told apart from one
+    that does not; a straight line through small graphs alone cannot say which."""
 
     launch_us: float
     edge_ns: float
     index_ns: float = 0.0
     node_ns: float = 0.0
+    spill_ns: float = 0.0
 
     def us(self, stats, width: int) -> float:
         nodes = max(stats.num_src_nodes, stats.num_dst_nodes)
-        work = self.edge_ns * stats.num_edges * width + self.index_ns * stats.num_edges + self.node_ns * nodes * width
+        gathers = stats.num_edges * width
+        work = self.edge_ns * gathers + self.index_ns * stats.num_edges + self.node_ns * nodes * width
+        if self.spill_ns:
+            work += self.spill_ns * gathers * spill_fraction(nodes, width)
         return self.launch_us + work / 1000.0
 
 
@@ -102,7 +126,8 @@ CPU_CONSTANTS_PATH = pathlib.Path(__file__).with_name("cost_constants_cpu.json")
 def _load_cpu_costs(path: pathlib.Path) -> dict[str, dict[str, LinearCost]]:
     """Every row of the committed constants file (its ``source`` says fitted or derived)."""
     rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
-    return {backend: {family: LinearCost(row["launch_us"], row["edge_ns"], row["index_ns"], row["node_ns"])
+    return {backend: {family: LinearCost(row["launch_us"], row["edge_ns"], row["index_ns"], row["node_ns"],
+                                         row["spill_ns"])
                       for family, row in families.items()}
             for backend, families in rows.items()}
 

@@ -41,18 +41,23 @@ say() { echo; echo "=== $* ($(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg 2>
 outarg() { echo --out "$OUT"; }
 
 if step kernels; then
-  say "kernel suite: the cost model's fit set (5,000 nodes, uniform + R-MAT) and its launch-cost run (64 nodes)"
+  say "kernel suite: the cost model's fit set (5,000 nodes, uniform + R-MAT), its launch-cost run (64 nodes) and its 100,000-node run"
   $PY benchmarks/kernels.py --threads 2 "${Q[@]}" $(outarg)
   $PY benchmarks/kernels.py --threads 2 --nodes 64 --degrees 1 4 --widths 16 --name kernels_cpu_tiny $(outarg) \
     $([ "$QUICK" = 1 ] && echo "--repeats 1 --min-run-ms 0")
+  # 100,000 nodes: rows past L2, where the 5,000-node rates alone mis-order the backends (cost_fit.FIT_SET)
+  $PY benchmarks/kernels.py --threads 2 --nodes "$([ "$QUICK" = 1 ] && echo 3000 || echo 100000)" --degrees 4 16 \
+    --widths 16 64 --modes fwd --peers --repeats 5 --budget 400000000 --name kernels_cpu_large $(outarg) \
+    $([ "$QUICK" = 1 ] && echo "--repeats 1 --min-run-ms 0 --degrees 4 --widths 16")
   if [ "$COMMIT" = 1 ]; then
     say "cost model: refit from the new fit set, rewrite backends/cost_constants_cpu.json"
     $PY benchmarks/kernels.py --fit --commit
   else
     say "cost model: refit from this run's fit set (compared with the committed constants; written to scratch if different)"
-    $PY benchmarks/kernels.py --fit "$OUT/kernels_cpu.json" "$OUT/kernels_cpu_tiny.json"
+    $PY benchmarks/kernels.py --fit "$OUT/kernels_cpu.json" "$OUT/kernels_cpu_tiny.json" "$OUT/kernels_cpu_large.json"
   fi
   $PY -m unigraph.benchmarking.cost_fit --crossval "$OUT/kernels_cpu.json" "$OUT/kernels_cpu_tiny.json" \
+    "$OUT/kernels_cpu_large.json" \
     --write "$OUT/selector_crossval_cpu.md"
 fi
 
