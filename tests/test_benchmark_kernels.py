@@ -71,13 +71,16 @@ def test_markdown_and_plot_are_written(quick_run):
 
 
 def test_fit_recovers_the_constants_that_generated_the_timings():
-    truth = {"scatter": [40.0, 2.5, 3.0, 0.5], "sparse": [60.0, 0.2, 10.0, 1.0]}
+    from unigraph.backends.cost_model import spill_fraction
+    truth = {"scatter": [40.0, 2.5, 3.0, 0.5, 1.5], "sparse": [60.0, 0.2, 10.0, 1.0, 0.0]}
     cases = []
     for degree in (1, 4, 16, 64):
         for width in (16, 64, 256):
-            for nodes in (1000, 20_000):
+            for nodes in (1000, 20_000, 100_000):  # tables within the cache and past it
                 edges = nodes * degree
-                timings = {b: (c[0] + (c[1] * edges * width + c[2] * edges + c[3] * nodes * width) / 1e3) / 1e3
+                gathers = edges * width
+                timings = {b: (c[0] + (c[1] * gathers + c[2] * edges + c[3] * nodes * width
+                                       + c[4] * gathers * spill_fraction(nodes, width)) / 1e3) / 1e3
                            for b, c in truth.items()}
                 cases.append({"op": "copy_u/sum", "mode": "fwd", "edges": edges, "nodes": nodes, "width": width,
                               "timings_ms": timings})
