@@ -6,7 +6,7 @@ Every estimate, in microseconds, is
     T = launch + \big(edge \cdot E F + index \cdot E + node \cdot N F + spill \cdot E F s\big) / 1000
     \;[+\ skew]
 
-with ``E`` edges, ``N`` the larger node set, ``F`` the output feature width, the three rates in
+with ``E`` edges, ``N`` the larger node set, ``F`` the output feature width, the four rates in
 nanoseconds, and constants per backend, op family (:func:`op_family`) and device. What each
 term stands for:
 
@@ -36,7 +36,8 @@ CPU: measured. ``cost_constants_cpu.json`` beside this module holds every row, g
 ``benchmarks/kernels.py --threads 2`` on the 2-core development machine, run when it was quiet:
 ``benchmarks/results/kernels_cpu.json`` (5,000 nodes, uniform and R-MAT graphs of mean in-degree
 1 to 256, F = 16/64/256) for the rates, ``kernels_cpu_tiny.json`` (64 nodes) for the launch
-costs and ``kernels_cpu_large.json`` (100,000 nodes, F = 16/64) for the spill rates. Least squares on relative error, non-negative, 4 significant digits; ``python
+costs and ``kernels_cpu_large.json`` (100,000 nodes, F = 16/64) for the spill rates. Least
+squares on relative error, non-negative, 4 significant digits; ``python
 benchmarks/kernels.py --fit`` reproduces the file exactly (``tests/test_cost_fit.py`` checks it).
 Rows no suite case measures (``spmm_binary``, scatter without torch-scatter, sparse's max/min
 without torch-sparse) are derived from fitted rows plus two named estimates; each row's

@@ -117,8 +117,8 @@ def backward_by_destination(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, 
         for v in range(blocks[b], blocks[b + 1]):
             start, end = ptr[v], ptr[v + 1]
             for head in range(heads):
-                c = 0.0
-                for f in range(width):
+                c = out[v, head, 0] * grad_out[v, head, 0]  # seeded, not 0.0: sums stay in h's dtype
+                for f in range(1, width):
                     c += out[v, head, f] * grad_out[v, head, f]
                 centre[head] = c
                 inv[head] = 1 / row_sum[v, head] if end > start else 0.0
@@ -139,8 +139,8 @@ def backward_by_destination(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, 
                     if has_ee:
                         z += ee[edge, head]
                     weight = math.exp((z if z > 0 else z * slope) - row_max[v, head]) * inv[head]
-                    d_weight = 0.0
-                    for f in range(width):
+                    d_weight = h[s, head, 0] * grad_out[v, head, 0]
+                    for f in range(1, width):
                         d_weight += h[s, head, f] * grad_out[v, head, f]
                     keep = mask[edge, head] if has_mask else 1.0
                     d_score = weight * (d_weight * keep - centre[head])
