@@ -97,7 +97,7 @@ def _every_op(g, gen):
     s = torch.randn(e, 4, 1, generator=gen)
     el, er = torch.randn(n, 4, 1, generator=gen), torch.randn(n, 4, 1, generator=gen)
     results = []
-    calls = [(lambda a, b: ops.gspmm(g, "copy_u", r, u=a, backend="numba"), (x,)) for r in ("sum", "max", "min")]
+    calls = [(lambda a, b, r=r: ops.gspmm(g, "copy_u", r, u=a, backend="numba"), (x,)) for r in ("sum", "max", "min")]
     calls += [(lambda a, b, r=r: ops.gspmm(g, "u_mul_e", r, u=a, e=b, backend="numba"), (x, w))
               for r in ("sum", "mean", "max")]
     calls += [(lambda a, b: ops.gspmm(g, "copy_e", "max", e=b, backend="numba"), (None, torch.randn(e, 6, generator=gen))),
