@@ -59,6 +59,9 @@ class Request:
     feature_width: int     # elements per output row (for dot: per row before the sum, what it multiplies)
     dtype: torch.dtype
     device: torch.device
+    # whether the call will be differentiated (grad mode on and an operand requires grad): the
+    # CPU cost model then ranks backends by forward + backward time, which orders them differently
+    grad: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -233,9 +233,9 @@ def _assume_constant_result(fn: Callable) -> Callable:
 
 
 @_assume_constant_result
-def _traced_choice(graph, kind, op, reduce, width, dtype, device, name: str, source: str) -> str:
+def _traced_choice(graph, kind, op, reduce, width, dtype, device, grad, name: str, source: str) -> str:
     """The name :func:`_decide` picks, as a constant of the compiled graph (see the module docstring)."""
-    return _decide(graph, Request(kind, op, reduce, width, dtype, device), name, source).name
+    return _decide(graph, Request(kind, op, reduce, width, dtype, device, grad), name, source).name
 
 
 # ---------------------------------------------------------------------- explain
@@ -257,7 +257,8 @@ class Explanation:
             f"reason:  {self.reason}",
             f"call:    {self.request.kind} op={self.request.op} reduce={self.request.reduce} "
             f"features={self.request.feature_width} dtype={str(self.request.dtype).replace('torch.', '')} "
-            f"device={self.request.device}",
+            f"device={self.request.device} "
+            + ("(differentiated: ranked by forward + backward)" if self.request.grad else "(forward only)"),
             f"graph:   {s.num_src_nodes} src / {s.num_dst_nodes} dst nodes, {s.num_edges} edges, "
             f"in-degree mean {s.mean_in_degree:.2f} max {s.max_in_degree} cv {s.cv_in_degree:.2f}, "
             f"max out-degree {s.max_out_degree}",
@@ -289,7 +290,7 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
 
 
 def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
-            backend: str | None = None) -> Explanation:
+            backend: str | None = None, grad: bool | None = None) -> Explanation:
     """Which backend a call would run on, the statistics and estimates behind it.
 
     Args:
@@ -300,6 +301,8 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
         feat: a feature tensor (its width, dtype and device are used; for ``dot`` an operand, whose
             last dimension the dot reduces) or the output feature width.
         backend: explain an explicit choice instead of the current one.
+        grad: whether the call is differentiated (the CPU cost model then ranks forward + backward
+            time); None: as the ops decide, from ``feat.requires_grad`` and grad mode (False for a width).
 
     Given a message-passing layer instead of a graph, returns how its last propagate ran (fused
     or materialized, and why): the layer's own ``explain()``.
@@ -323,8 +326,10 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
         width, dtype, device = max(math.prod(feat.shape[1:]), 1), feat.dtype, feat.device
     else:
         width, dtype, device = int(feat), torch.float32, graph.device
+    if grad is None:
+        grad = isinstance(feat, torch.Tensor) and feat.requires_grad and torch.is_grad_enabled()
     name, source = current_choice(backend)
-    return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device), name, source)
+    return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device, bool(grad)), name, source)
 
 
 # ---------------------------------------------------------------------- info

@@ -308,8 +308,8 @@ def run_benchmark(args) -> dict:
                     result["skipped"] += [{**base, "mode": mode, "reason": reason} for mode in args.modes]
                     continue
                 inputs = make_inputs(op, g, width, device)
-                auto_choice = op_cases.explain(op, g, inputs.leaves).backend
                 for mode in args.modes:
+                    auto_choice = op_cases.explain(op, g, inputs.leaves, mode=mode).backend
                     case = {**base, "mode": mode, "auto_choice": auto_choice,
                             **measure_case(args, g, peer_graph, op, width, inputs, mode, backends, peers)}
                     _score(case, backends, peers)

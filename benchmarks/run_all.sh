@@ -47,7 +47,7 @@ if step kernels; then
     $([ "$QUICK" = 1 ] && echo "--repeats 1 --min-run-ms 0")
   # 100,000 nodes: rows past L2, where the 5,000-node rates alone mis-order the backends (cost_fit.FIT_SET)
   $PY benchmarks/kernels.py --threads 2 --nodes "$([ "$QUICK" = 1 ] && echo 3000 || echo 100000)" --degrees 4 16 \
-    --widths 16 64 --modes fwd --peers --repeats 5 --budget 400000000 --name kernels_cpu_large $(outarg) \
+    --widths 16 64 --modes fwd fwd+bwd --peers --repeats 5 --budget 400000000 --name kernels_cpu_large $(outarg) \
     $([ "$QUICK" = 1 ] && echo "--repeats 1 --min-run-ms 0 --degrees 4 --widths 16")
   if [ "$COMMIT" = 1 ]; then
     say "cost model: refit from the new fit set, rewrite backends/cost_constants_cpu.json"

@@ -85,6 +85,22 @@ def test_measured_once_per_kind_then_cached(fakes):
     assert calls(fakes)["slow"] == after_first["slow"] + 3
 
 
+def test_a_differentiated_call_is_measured_apart_from_the_same_call_under_no_grad(fakes):
+    """auto-tune times a differentiated call with its backward: its winner is not the forward's."""
+    x = torch.randn(40, 8, requires_grad=True)
+    with unigraph.use_backend("auto-tune"):
+        ops.gspmm(graph(seed=0), "copy_u", "sum", x)
+        after_first = calls(fakes)
+        with torch.no_grad():
+            ops.gspmm(graph(seed=0), "copy_u", "sum", x)   # the same call forward alone: measured anew
+    assert calls(fakes)["slow"] == after_first["slow"] + 3
+    kinds = [autotune.signature(graph().stats(), selector.Request("gspmm", "copy_u", "sum", 8, torch.float32,
+                                                                  torch.device("cpu"), grad))
+             for grad in (False, True)]
+    assert kinds[1] == kinds[0] + " +backward"
+    assert all(autotune.TUNER.lookup(k) is not None for k in kinds)
+
+
 def test_explain_shows_measurements(fakes):
     g = graph()
     with unigraph.use_backend("auto-tune"):

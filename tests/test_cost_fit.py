@@ -18,21 +18,35 @@ def test_refit_from_the_committed_measurements_gives_the_committed_constants_exa
         "run `python benchmarks/kernels.py --fit --commit`")
 
 
-def test_the_model_uses_every_row_of_the_file_and_each_says_where_it_comes_from():
-    rows = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())["rows"]
+@pytest.mark.parametrize("mode, table, costs, without_torch_sparse", [
+    ("fwd", "rows", cost_model.CPU_COSTS, cost_model.SPARSE_EXTREME_WITHOUT_TORCH_SPARSE),
+    ("fwd+bwd", "rows_with_backward", cost_model.CPU_GRAD_COSTS, cost_model.SPARSE_EXTREME_WITHOUT_TORCH_SPARSE_GRAD)])
+def test_the_model_uses_every_row_of_the_file_and_each_says_where_it_comes_from(mode, table, costs,
+                                                                                 without_torch_sparse):
+    rows = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())[table]
     for backend, families in rows.items():
         for family, row in families.items():
             assert row["source"].startswith(("fit: ", "derived: ")), (backend, family)
             if backend == "sparse_native":
                 continue
-            cost = cost_model.CPU_COSTS[backend][family]
+            cost = costs[backend][family]
             assert (cost.launch_us, cost.edge_ns, cost.index_ns, cost.node_ns, cost.spill_ns) == tuple(
                 row[k] for k in cost_fit.COLUMNS)
-    # the measured core: every unigraph backend's measured families are fits, not derivations
+    # the measured core: every unigraph backend's measured families are fits to this table's mode
     for backend in ("scatter", "sparse", "numba"):
-        for family in ("spmm_sum", "spmm_extreme", "sddmm", "edge_softmax", "gat_attention"):
-            assert rows[backend][family]["source"].startswith("fit: ")
-    assert cost_model.SPARSE_EXTREME_WITHOUT_TORCH_SPARSE.edge_ns == rows["sparse_native"]["spmm_extreme"]["edge_ns"]
+        for family in ("spmm_sum", "spmm_weighted", "spmm_extreme", "sddmm", "edge_softmax", "gat_attention"):
+            assert rows[backend][family]["source"].startswith(f"fit: ") and f" {mode} cases" in rows[backend][family]["source"]
+    assert without_torch_sparse.edge_ns == rows["sparse_native"]["spmm_extreme"]["edge_ns"]
+
+
+def test_backward_rates_exceed_forward_rates():
+    """A forward + backward row costs more than the forward row on the same call (the fit is of
+    a different quantity, not a copy)."""
+    stats = types.SimpleNamespace(num_src_nodes=100_000, num_dst_nodes=100_000, num_edges=1_600_000)
+    for backend in ("scatter", "sparse", "numba"):
+        for family in ("spmm_sum", "spmm_weighted", "spmm_extreme", "sddmm", "edge_softmax", "gat_attention"):
+            fwd = cost_model.CPU_COSTS[backend][family].us(stats, 64)
+            assert cost_model.CPU_GRAD_COSTS[backend][family].us(stats, 64) > fwd, (backend, family)
 
 
 def _case(op, mode, times, auto, nodes=1000, edges=16000, width=64):
@@ -50,19 +64,58 @@ def test_regret_is_the_chosen_time_over_the_fastest_candidate():
     assert summary["always b"]["max_regret"] == 4.0 and summary["always a"]["geomean_regret"] == round(2 ** 0.5, 3)
 
 
-def test_model_choice_follows_the_constants():
-    rows = {"x": {"spmm_sum": dict(launch_us=1.0, edge_ns=1.0, index_ns=0.0, node_ns=0.0, spill_ns=0.0)},
-            "y": {"spmm_sum": dict(launch_us=100.0, edge_ns=0.0, index_ns=0.0, node_ns=0.0, spill_ns=0.0)}}
+def _row(launch_us, edge_ns):
+    return {"spmm_sum": dict(launch_us=launch_us, edge_ns=edge_ns, index_ns=0.0, node_ns=0.0, spill_ns=0.0)}
+
+
+def test_model_choice_follows_the_constants_of_the_case_mode():
+    forward = {"x": _row(1.0, 1.0), "y": _row(100.0, 0.0)}
+    tables = {"rows": forward, "rows_with_backward": {"x": forward["y"], "y": forward["x"]}}  # the other order
     small, large = _case("copy_u/sum", "fwd", {}, None, edges=10), _case("copy_u/sum", "fwd", {}, None, edges=10**6)
-    assert cost_fit.model_choice(rows, small, ["x", "y"]) == "x"
-    assert cost_fit.model_choice(rows, large, ["x", "y"]) == "y"
+    assert cost_fit.model_choice(tables, small, ["x", "y"]) == "x"
+    assert cost_fit.model_choice(tables, large, ["x", "y"]) == "y"
+    assert cost_fit.model_choice(tables, {**small, "mode": "fwd+bwd"}, ["x", "y"]) == "y"
+    assert cost_fit.model_choice(tables, {**large, "mode": "fwd+bwd"}, ["x", "y"]) == "x"
+
+
+def test_each_table_is_fitted_to_its_own_mode():
+    """Forward cases say nothing to the forward + backward table and back: doubling every
+    fwd+bwd time doubles that table's rates and leaves the forward table as it was."""
+    results = cost_fit.load_results(cost_fit.FIT_SET)
+    doubled = [{**r, "cases": [c if c["mode"] == "fwd" else {**c, "timings_ms": {k: 2 * v for k, v in c["timings_ms"].items()}}
+                               for c in r["cases"]]} for r in results]
+    before, after = cost_fit.fit_constants(results, []), cost_fit.fit_constants(doubled, [])
+    assert after["rows"] == before["rows"]
+    fitted_before = before["rows_with_backward"]["numba"]["gat_attention"]
+    fitted_after = after["rows_with_backward"]["numba"]["gat_attention"]
+    assert fitted_after["launch_us"] == pytest.approx(2 * fitted_before["launch_us"], rel=1e-3)
+    assert fitted_after["edge_ns"] == pytest.approx(2 * fitted_before["edge_ns"], rel=1e-3)
 
 
 def test_crossval_scores_held_out_graphs_from_the_committed_run():
     text = cost_fit.crossval()
     assert "fitted on uniform (+ tiny), scored on rmat" in text and "without numba" in text
     # the held-out kind's cases of the 5,000- and 100,000-node files (99 + 32), never the 64-node run's
-    assert "| fwd | cost model | 131 |" in text
+    assert "| fwd | cost model | 131 |" in text and "| fwd+bwd | cost model | 131 |" in text
+
+
+@pytest.mark.parametrize("train, held", [("uniform", "rmat"), ("rmat", "uniform")])
+def test_differentiated_calls_are_not_ranked_by_forward_time(train, held):
+    """Held out, forward + backward: ranked by forward time (before the second table, with u_mul_e
+    in copy_u's row) the model picked torch's CSR SpMM for u_mul_e/sum at F = 16 on dense graphs,
+    6.5x slower than numba with the backward; the forward + backward table keeps every pick within
+    1.2x of the fastest, better than the forward table's ranking of the same cases."""
+    results = cost_fit.load_results(cost_fit.FIT_SET)
+    fit = [r if cost_fit._launch_run(r) else {**r, "cases": [c for c in r["cases"] if c["graph"] == train]}
+           for r in results]
+    tables = cost_fit.fit_constants(fit, [])
+    held_cases = [c for r in results if not cost_fit._launch_run(r) for c in r["cases"]
+                  if c["graph"] == held and c["mode"] == "fwd+bwd"]
+    candidates = results[0]["implementations"]["unigraph"]
+    worst = cost_fit.score(held_cases, candidates, tables)["fwd+bwd"]["cost model"]["max_regret"]
+    assert worst < 1.2
+    forward_only = {"rows": tables["rows"], "rows_with_backward": tables["rows"]}   # ranked by forward time
+    assert cost_fit.score(held_cases, candidates, forward_only)["fwd+bwd"]["cost model"]["max_regret"] > worst
 
 
 def test_kernels_fit_reports_identical_and_run_all_refuses_to_overwrite(capsys):

@@ -131,10 +131,70 @@ def test_explicit_triton_without_gpu_or_interpreter_fails_loudly():
 
 
 def test_every_cost_table_covers_every_op_family():
-    for table in (cost_model.CPU_COSTS, cost_model.GPU_COSTS):
+    for table in (cost_model.CPU_COSTS, cost_model.CPU_GRAD_COSTS, cost_model.GPU_COSTS):
         for backend, rows in table.items():
             assert set(rows) == set(cost_model.FAMILIES), backend
-    requests = [request("gspmm", op, reduce) for op in ("copy_u", "u_add_e") for reduce in ("sum", "max")]
+    requests = [request("gspmm", op, reduce) for op in ("copy_u", "u_mul_e", "u_add_e") for reduce in ("sum", "max")]
     requests += [request("gsddmm", "dot", None), request("edge_softmax", "softmax", None),
                  request("gat_attention", "gat", None)]
     assert {cost_model.op_family(r) for r in requests} == set(cost_model.FAMILIES)
+
+
+# ---------------------------------------------------------------------- forward vs forward + backward
+@pytest.fixture
+def tables_that_disagree(monkeypatch):
+    """CPU tables where forward alone favours scatter and forward + backward favours sparse."""
+    dear = cost_model.LinearCost(10_000.0, 0.0)
+    fwd = {name: {family: dear for family in cost_model.FAMILIES} for name in cost_model.CPU_COSTS}
+    grad = {name: dict(rows) for name, rows in fwd.items()}
+    fwd["scatter"] = {family: cost_model.LinearCost(1.0, 0.0) for family in cost_model.FAMILIES}
+    grad["sparse"] = {family: cost_model.LinearCost(1.0, 0.0) for family in cost_model.FAMILIES}
+    monkeypatch.setattr(cost_model, "CPU_COSTS", fwd)
+    monkeypatch.setattr(cost_model, "CPU_GRAD_COSTS", grad)
+
+
+def test_differentiated_calls_are_ranked_by_forward_plus_backward(tables_that_disagree, monkeypatch):
+    seen = []
+    choose = selector.choose
+
+    def spy(graph, req, *args, **kwargs):
+        chosen = choose(graph, req, *args, **kwargs)
+        seen.append((req.kind, req.grad, chosen.name))
+        return chosen
+    monkeypatch.setattr(selector, "choose", spy)
+    g = unigraph.Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
+    x = torch.randn(3, 4, requires_grad=True)
+    h, el, er = torch.randn(3, 2, 4), torch.randn(3, 2, requires_grad=True), torch.randn(3, 2)
+
+    def first(call):  # (kind, grad, backend) of the call's own choice (its backward may choose too)
+        seen.clear()
+        call()
+        return seen[0]
+    with unigraph.use_backend("auto"):
+        assert first(lambda: unigraph.ops.gspmm(g, "copy_u", "sum", x)) == ("gspmm", True, "sparse")
+        with torch.no_grad():   # grad mode off
+            assert first(lambda: unigraph.ops.gspmm(g, "copy_u", "sum", x)) == ("gspmm", False, "scatter")
+        # nothing requires grad
+        assert first(lambda: unigraph.ops.gspmm(g, "copy_u", "sum", x.detach())) == ("gspmm", False, "scatter")
+        # one operand of several requires grad
+        assert first(lambda: unigraph.ops.gat_attention(g, h, el, er)) == ("gat_attention", True, "sparse")
+        assert first(lambda: unigraph.ops.gat_attention(g, h, el.detach(), er)) == ("gat_attention", False, "scatter")
+        assert first(lambda: unigraph.ops.gsddmm(g, "dot", x.detach(), x, "u", "v")) == ("gsddmm", True, "sparse")
+        assert first(lambda: unigraph.ops.edge_softmax(g, torch.randn(4, 2, requires_grad=True))) == (
+            "edge_softmax", True, "sparse")
+        out = unigraph.ops.gspmm(g, "copy_u", "sum", x)    # the memoized choice keeps the two apart
+        with torch.no_grad():
+            plain = unigraph.ops.gspmm(g, "copy_u", "sum", x)
+        torch.testing.assert_close(out.detach(), plain)
+
+
+def test_explain_says_which_time_it_ranks(tables_that_disagree):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 4, requires_grad=True)
+    with unigraph.use_backend("auto"):
+        differentiated = unigraph.explain(g, "copy_u", "sum", x)
+        with torch.no_grad():
+            forward = unigraph.explain(g, "copy_u", "sum", x)
+        assert unigraph.explain(g, "copy_u", "sum", 4, grad=True).backend == "sparse"
+    assert differentiated.backend == "sparse" and "ranked by forward + backward" in str(differentiated)
+    assert forward.backend == "scatter" and "(forward only)" in str(forward)

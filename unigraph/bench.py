@@ -157,7 +157,7 @@ def time_case(op: str, mode: str, g: unigraph.Graph, peers: op_cases.PeerGraphs,
     """Every implementation of one op in one mode: timings, auto's choice and reason, errors."""
     device = torch.device(args.device)
     leaves = op_cases.make_inputs(op, g, args.width, args.heads, device)
-    decision = op_cases.explain(op, g, leaves)
+    decision = op_cases.explain(op, g, leaves, mode=mode)
     candidates = {c.name: c for c in decision.candidates}
     names = [c.name for c in decision.candidates if c.auto] if backends is None else backends
     forwards = {"auto": lambda: op_cases.unigraph_call(op, g, leaves)}

@@ -6,8 +6,10 @@ committed fit set, :data:`FIT_SET`; ``tests/test_cost_fit.py`` refits and compar
 after a new kernel run with ``python benchmarks/kernels.py --fit`` (prints and compares) and
 ``--fit --commit`` (rewrites the committed file).
 
-How a row is fitted: every forward case of a backend and op family (:data:`FIT_FAMILIES`) gives
-one equation ``launch + edge E F + index E + node N F + spill E F s = t`` (``s``:
+Two tables (:data:`TABLES`): ``rows``, fitted to forward times, rank calls autograd will not
+record; ``rows_with_backward``, fitted to forward + backward times, rank differentiated calls
+(``Request.grad``). How a row is fitted: every case of the table's mode, backend and op family
+(:data:`FIT_FAMILIES`) gives one equation ``launch + edge E F + index E + node N F + spill E F s = t`` (``s``:
 ``cost_model.spill_fraction``) (rates per thousand elements, times in
 microseconds); the constants minimize the *relative* error over the cases, non-negative (scipy's
 ``nnls`` on the rows divided by ``t``), rounded to 4 significant digits. A backend-family pair
@@ -46,12 +48,13 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIT_SET = ("benchmarks/results/kernels_cpu.json", "benchmarks/results/kernels_cpu_tiny.json",
            "benchmarks/results/kernels_cpu_large.json")
 LAUNCH_RUN_NODES = 64  # a results file whose graphs are all this small measures launch costs
-FIT_MODE = "fwd"
+# suite mode -> the constants table fitted to it (cost_model: CPU_COSTS, CPU_GRAD_COSTS)
+TABLES = {"fwd": "rows", "fwd+bwd": "rows_with_backward"}
 HEAD_WIDTH = 16  # the kernel suite's GAT-shaped cases: width // 16 heads
 MIN_CASES = 4
 SIGNIFICANT = 4
 # benchmark op -> cost-model family it calibrates
-FIT_FAMILIES = {"copy_u/sum": "spmm_sum", "u_mul_e/sum": "spmm_sum", "copy_u/mean": "spmm_sum",
+FIT_FAMILIES = {"copy_u/sum": "spmm_sum", "u_mul_e/sum": "spmm_weighted", "copy_u/mean": "spmm_sum",
                 "copy_u/max": "spmm_extreme", "u_add_v": "sddmm", "u_dot_v": "sddmm",
                 "edge_softmax": "edge_softmax", "gat": "gat_attention"}
 # Estimates used by the derived rows (not measured; see _derive):
@@ -81,13 +84,14 @@ def _features(case: dict) -> list[float]:
             gathers * cost_model.spill_fraction(case["nodes"], width)]
 
 
-def fit_row(cases: list[dict], impl: str, family: str) -> dict | None:
-    """The constants of one backend and family, with their median relative error and case count."""
+def fit_row(cases: list[dict], impl: str, family: str, mode: str = "fwd") -> dict | None:
+    """The constants of one backend and family from the cases of ``mode``, with their median
+    relative error and case count."""
     import numpy as np
     from scipy.optimize import nnls
     rows, target = [], []
     for c in cases:
-        if c["mode"] == FIT_MODE and FIT_FAMILIES.get(c["op"]) == family and impl in c["timings_ms"]:
+        if c["mode"] == mode and FIT_FAMILIES.get(c["op"]) == family and impl in c["timings_ms"]:
             rows.append(_features(c))
             target.append(c["timings_ms"][impl] * 1e3)
     if len(rows) < MIN_CASES:
@@ -96,7 +100,7 @@ def fit_row(cases: list[dict], impl: str, family: str) -> dict | None:
     coef, _ = nnls(a / b[:, None], np.ones_like(b))
     coef = [_round(float(x)) for x in coef]
     error = float(np.median(np.abs(a @ np.array(coef) / b - 1)))
-    return {**dict(zip(COLUMNS, coef)), "source": f"fit: {len(rows)} {FIT_MODE} cases, median |relative error| "
+    return {**dict(zip(COLUMNS, coef)), "source": f"fit: {len(rows)} {mode} cases, median |relative error| "
                                                   f"{error:.0%}"}
 
 
@@ -137,28 +141,33 @@ def _derive(rows: dict) -> None:
         index_ns=0.0, edge_ns=sp["spmm_binary"]["edge_ns"] + ARG_PASS_NS)}
 
 
-def fit_constants(results: list[dict], sources: list[str]) -> dict:
-    """The constants document for ``results`` (kernel-suite JSON) read from ``sources`` (paths)."""
+def fit_table(results: list[dict], mode: str) -> dict:
+    """Every backend's rows fitted to the ``mode`` cases of ``results``, plus the derived rows."""
     cases = [c for r in results for c in r["cases"]]
     peers = [p for p in PEER_ROWS if p in results[0]["implementations"]["peers"]]
     rows: dict[str, dict] = {}
     for impl in results[0]["implementations"]["unigraph"] + peers:
-        fitted = {f: fit_row(cases, impl, f) for f in sorted(set(FIT_FAMILIES.values()))}
+        fitted = {f: fit_row(cases, impl, f, mode) for f in sorted(set(FIT_FAMILIES.values()))}
         fitted = {f: row for f, row in fitted.items() if row is not None}
         if fitted:
             rows[PEER_ROWS.get(impl, impl)] = fitted
     _derive(rows)
-    rows = {name: dict(sorted(families.items())) for name, families in sorted(rows.items())}
+    return {name: dict(sorted(families.items())) for name, families in sorted(rows.items())}
+
+
+def fit_constants(results: list[dict], sources: list[str]) -> dict:
+    """The constants document for ``results`` (kernel-suite JSON) read from ``sources`` (paths)."""
+    tables = {TABLES[mode]: fit_table(results, mode) for mode in TABLES}
     return {
         "about": "CPU cost-model constants LinearCost(launch_us, edge_ns, index_ns, node_ns, spill_ns) per backend and op "
                  "family, generated by unigraph.benchmarking.cost_fit (python benchmarks/kernels.py --fit --commit); "
                  "each row's source says whether it was fitted or derived",
         "fitted_on": [{"file": s, "sha256": sha256(REPO_ROOT / s)} for s in sources],
-        "mode": FIT_MODE,
+        "tables": {table: f"fitted to {mode} times" for mode, table in TABLES.items()},
         "machine": results[0]["machine"],
         "estimates": {"ELEMENTWISE_NS": ELEMENTWISE_NS, "ARG_PASS_NS": ARG_PASS_NS},
         "gather_cache_bytes": cost_model.GATHER_CACHE_BYTES,
-        "rows": rows,
+        **tables,
     }
 
 
@@ -177,8 +186,11 @@ def refit_committed() -> str:
 
 
 # ---------------------------------------------------------------------- scoring
-def model_choice(rows: dict, case: dict, candidates: list[str]) -> str:
-    """The candidate a cost model with ``rows`` picks for a suite case (ties: candidate order)."""
+def model_choice(tables: dict, case: dict, candidates: list[str]) -> str:
+    """The candidate a cost model with ``tables`` (a constants document's, by table name) picks
+    for a suite case: forward cases by ``rows``, forward + backward by ``rows_with_backward``, as
+    ``auto`` ranks a call without and with autograd (ties: candidate order)."""
+    rows = tables[TABLES[case["mode"]]]
     stats = types.SimpleNamespace(num_src_nodes=case["nodes"], num_dst_nodes=case["nodes"], num_edges=case["edges"])
     family = cost_model.op_family(request_of(case["op"], case["width"], max(1, case["width"] // HEAD_WIDTH)))
     costs = {b: cost_model.LinearCost(**{k: rows[b][family][k] for k in COLUMNS}).us(stats, case_width(case))
@@ -186,11 +198,11 @@ def model_choice(rows: dict, case: dict, candidates: list[str]) -> str:
     return min(costs, key=costs.get)
 
 
-def score(cases: list[dict], candidates: list[str], rows: dict | None = None) -> dict:
+def score(cases: list[dict], candidates: list[str], tables: dict | None = None) -> dict:
     """Per mode and policy: cases, geometric-mean and worst regret, share within 1.1x of the best."""
     policies: dict[str, callable] = {"auto (as run)": lambda c: c.get("auto_choice")}
-    if rows is not None:
-        policies["cost model"] = lambda c: model_choice(rows, c, candidates)
+    if tables is not None:
+        policies["cost model"] = lambda c: model_choice(tables, c, candidates)
     policies.update({f"always {b}": (lambda c, b=b: b) for b in candidates})
     summary: dict = {}
     for mode in sorted({c["mode"] for c in cases}):
@@ -235,21 +247,21 @@ def crossval(paths=FIT_SET) -> str:
     for train, held in (("uniform", "rmat"), ("rmat", "uniform")):
         train_results = [r if _launch_run(r) else {**r, "cases": [c for c in r["cases"] if c["graph"] == train]}
                          for r in results]
-        rows = fit_constants(train_results, list(paths))["rows"]
+        tables = fit_constants(train_results, list(paths))
         held_cases = [c for r in results if not _launch_run(r) for c in r["cases"] if c["graph"] == held]
-        out += scored(held_cases, candidates, rows, f"fitted on {train} (+ tiny), scored on {held}")
+        out += scored(held_cases, candidates, tables, f"fitted on {train} (+ tiny), scored on {held}")
     return "\n".join(out)
 
 
-def scored(cases: list[dict], candidates: list[str], rows: dict | None, title: str) -> list[str]:
+def scored(cases: list[dict], candidates: list[str], tables: dict | None, title: str) -> list[str]:
     """Tables for every candidate, and without numba (an optional extra: then the model must
     choose between the torch backends, where it is really tested; auto's recorded choice is
     then not among the candidates and only the model is scored)."""
-    tables = [markdown(score(cases, candidates, rows), title)]
-    if "numba" in candidates and rows is not None:
+    out = [markdown(score(cases, candidates, tables), title)]
+    if "numba" in candidates and tables is not None:
         rest = [b for b in candidates if b != "numba"]
-        tables.append(markdown(score(cases, rest, rows), f"{title}, without numba"))
-    return tables
+        out.append(markdown(score(cases, rest, tables), f"{title}, without numba"))
+    return out
 
 
 def main(argv=None) -> None:
@@ -271,10 +283,10 @@ def score_file(path: str) -> str:
     """Tables scoring a kernel-suite run (held-out graphs) with the committed constants."""
     result = json.loads(pathlib.Path(path).read_text())
     candidates = [b for b in result["implementations"]["unigraph"] if b in cost_model.CPU_COSTS]
-    rows = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())["rows"]
+    tables = json.loads(cost_model.CPU_CONSTANTS_PATH.read_text())
     if torch.device(result["machine"]["device"]).type != "cpu":
-        rows = None  # the GPU model is not this file's
-    return "\n".join(scored(result["cases"], candidates, rows, path))
+        tables = None  # the GPU model is not this file's
+    return "\n".join(scored(result["cases"], candidates, tables, path))
 
 
 if __name__ == "__main__":

@@ -106,16 +106,20 @@ def unigraph_call(op: str, g: unigraph.Graph, t: dict, backend: str | None = Non
     return ops.gat_attention(g, t["h"], t["el"], t["er"], NEGATIVE_SLOPE, backend=backend)
 
 
-def explain(op: str, g: unigraph.Graph, t: dict, backend: str | None = None):
-    """``unigraph.explain`` for this case: which backend ``auto`` picks, and why."""
+def explain(op: str, g: unigraph.Graph, t: dict, backend: str | None = None, mode: str = "fwd"):
+    """``unigraph.explain`` for this case in ``mode``: which backend ``auto`` picks, and why (a
+    ``fwd+bwd`` call is differentiated, a ``fwd`` one runs under no_grad, as :func:`in_mode` times them)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    grad = mode == "fwd+bwd"
     if op.startswith(("copy_u", "u_mul_e")):
         name, reduce = op.split("/")
-        return unigraph.explain(g, name, reduce, t["x"], backend=backend)
+        return unigraph.explain(g, name, reduce, t["x"], backend=backend, grad=grad)
     if op in ("u_dot_v", "u_add_v"):
-        return unigraph.explain(g, "dot" if op == "u_dot_v" else "add", None, t["x"], backend=backend)
+        return unigraph.explain(g, "dot" if op == "u_dot_v" else "add", None, t["x"], backend=backend, grad=grad)
     if op == "edge_softmax":
-        return unigraph.explain(g, "edge_softmax", None, t["s"], backend=backend)
-    return unigraph.explain(g, "gat_attention", None, t["h"], backend=backend)
+        return unigraph.explain(g, "edge_softmax", None, t["s"], backend=backend, grad=grad)
+    return unigraph.explain(g, "gat_attention", None, t["h"], backend=backend, grad=grad)
 
 
 def traffic_of(op: str, shape: traffic.Shape, width: int, heads: int, mode: str) -> int:

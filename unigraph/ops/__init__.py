@@ -65,8 +65,14 @@ def _aligned(a: Tensor | None, b: Tensor | None) -> tuple[Tensor | None, Tensor 
     return with_rank(a, ndim), with_rank(b, ndim)
 
 
-def _request(kind: str, op: str, reduce: str | None, features: tuple, like: Tensor) -> Request:
-    return Request(kind, op, reduce, max(math.prod(features), 1), like.dtype, like.device)
+def _differentiated(*operands) -> bool:
+    """Whether autograd will record the call: what the cost model ranks by (forward alone, or
+    forward + backward)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in operands)
+
+
+def _request(kind: str, op: str, reduce: str | None, features: tuple, like: Tensor, *operands) -> Request:
+    return Request(kind, op, reduce, max(math.prod(features), 1), like.dtype, like.device, _differentiated(*operands))
 
 
 def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | None = None, *,
@@ -89,7 +95,7 @@ def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | N
     u, e = _autocast(gt.device, u, e)
     features = check_gspmm(gt, op, reduce, u, e)
     u, e = _aligned(u, e)
-    request = _request("gspmm", op, reduce, features, u if u is not None else e)
+    request = _request("gspmm", op, reduce, features, u if u is not None else e, u, e)
     chosen = selector.choose(g, request, backend, trial=lambda b: call_gspmm(gt, b, op, reduce, u, e))
     return call_gspmm(gt, chosen, op, reduce, u, e).reshape((gt.num_dst,) + features)
 
@@ -119,7 +125,7 @@ def gsddmm(g: Graph, op: str, lhs: Tensor | None, rhs: Tensor | None, lhs_target
     lhs, rhs = _aligned(lhs, rhs)
     # the cost of dot is in the elements it multiplies, not in its one output per slice
     work = features + (max(lhs.shape[-1], rhs.shape[-1]),) if op == "dot" else features
-    request = _request("gsddmm", op, None, work, lhs if lhs is not None else rhs)
+    request = _request("gsddmm", op, None, work, lhs if lhs is not None else rhs, lhs, rhs)
     chosen = selector.choose(g, request, backend,
                              trial=lambda b: call_gsddmm(gt, b, op, lhs, rhs, lhs_target, rhs_target))
     return call_gsddmm(gt, chosen, op, lhs, rhs, lhs_target, rhs_target).reshape((gt.num_edges,) + features)
@@ -133,7 +139,7 @@ def edge_softmax(g: Graph, scores: Tensor, *, backend: str | None = None) -> Ten
     check_edge_scores(gt, scores)
     shape = scores.shape
     scores, _ = _aligned(scores, None)
-    request = _request("edge_softmax", "softmax", None, tuple(shape[1:]), scores)
+    request = _request("edge_softmax", "softmax", None, tuple(shape[1:]), scores, scores)
     chosen = selector.choose(g, request, backend, trial=lambda b: call_edge_softmax(gt, b, scores))
     return call_edge_softmax(gt, chosen, scores).reshape(shape)
 
@@ -169,7 +175,7 @@ def gat_attention(g: Graph, h: Tensor, el: Tensor, er: Tensor, negative_slope: f
     h, el, er, edge_scores, edge_mask = _autocast(gt.device, h, el, er, edge_scores, edge_mask)
     check_gat_attention(gt, h, el, er, edge_scores, negative_slope, edge_mask)
     slope = float(negative_slope)
-    request = Request("gat_attention", "gat", None, max(math.prod(h.shape[1:]), 1), h.dtype, h.device)
+    request = _request("gat_attention", "gat", None, tuple(h.shape[1:]), h, h, el, er, edge_scores, edge_mask)
     chosen = selector.choose(g, request, backend, trial=lambda b: call_gat_attention(
         gt, b, h, el, er, edge_scores, slope, edge_mask))
     return call_gat_attention(gt, chosen, h, el, er, edge_scores, slope, edge_mask)
