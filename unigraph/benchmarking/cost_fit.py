@@ -112,19 +112,19 @@ def _derived(base: dict, note: str, **changes) -> dict:
 
 def _derive(rows: dict) -> None:
     """Rows no suite case measures, from fitted rows plus the named estimates (in place)."""
+    # the binary ops (u_add_e, ...) walk two operands per edge as u_mul_e does (spmm_weighted)
     for name in ("scatter", "scatter_native"):
         if name in rows:
-            s = rows[name]["spmm_sum"]
-            rows[name]["spmm_binary"] = _derived(s, f"{name} spmm_sum + one elementwise E x F pass "
-                                                    f"(ELEMENTWISE_NS {ELEMENTWISE_NS}, estimate)",
-                                                 edge_ns=s["edge_ns"] + ELEMENTWISE_NS)
+            rows[name]["spmm_binary"] = _derived(rows[name]["spmm_weighted"], f"{name} spmm_weighted: u_mul_e's "
+                                                 "gather, elementwise op and scatter, another op")
     sp = rows["sparse"]
-    sp["spmm_binary"] = _derived(sp["spmm_sum"], "sparse spmm_sum's launch; segment path: sparse sddmm's gather "
-                                                 f"+ one elementwise pass (ELEMENTWISE_NS {ELEMENTWISE_NS}, estimate)",
+    sp["spmm_binary"] = _derived(sp["spmm_weighted"], "sparse spmm_weighted's launch; segment path: sparse sddmm's "
+                                                      f"gather + one elementwise pass (ELEMENTWISE_NS {ELEMENTWISE_NS}, "
+                                                      "estimate)",
                                  edge_ns=sp["sddmm"]["edge_ns"] + ELEMENTWISE_NS)
     nb = rows["numba"]
-    nb["spmm_binary"] = _derived(nb["spmm_sum"], "numba spmm_sum; the generic-offset kernel at numba sddmm's rate",
-                                 edge_ns=nb["sddmm"]["edge_ns"])
+    nb["spmm_binary"] = _derived(nb["spmm_weighted"], "numba spmm_weighted; the generic-offset kernel at numba "
+                                                      "sddmm's rate", edge_ns=nb["sddmm"]["edge_ns"])
     if "scatter_native" in rows:
         native, scatter = rows["scatter_native"], rows["scatter"]
         for family in list(native):
