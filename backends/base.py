@@ -64,6 +64,12 @@ class Request:
     grad: bool = False
 
 
+def differentiated(*operands) -> bool:
+    """Whether autograd will record a call on these operands (``Request.grad``): grad mode is on
+    and one of them requires grad (None entries are absent operands)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in operands)
+
+
 @dataclasses.dataclass(frozen=True)
 class Availability:
     ok: bool

@@ -129,10 +129,9 @@ def op_family(request: Request) -> str:
 CPU_CONSTANTS_PATH = pathlib.Path(__file__).with_name("cost_constants_cpu.json")
 
 
-def _load_cpu_costs(path: pathlib.Path, table: str) -> dict[str, dict[str, LinearCost]]:
+def _cpu_costs(rows: dict) -> dict[str, dict[str, LinearCost]]:
     """Every row of one table of the committed constants file (each row's ``source`` says fitted
     or derived): ``rows`` (forward times) or ``rows_with_backward`` (forward + backward)."""
-    rows = json.loads(path.read_text(encoding="utf-8"))[table]
     return {backend: {family: LinearCost(row["launch_us"], row["edge_ns"], row["index_ns"], row["node_ns"],
                                          row["spill_ns"])
                       for family, row in families.items()}
@@ -148,8 +147,9 @@ def _load_cpu_costs(path: pathlib.Path, table: str) -> dict[str, dict[str, Linea
 # CPU_COSTS ranks calls autograd will not record; CPU_GRAD_COSTS ranks differentiated calls
 # (``Request.grad``) by forward + backward time: the two orders differ (torch's CSR SpMM is about
 # as fast as numba forward for u_mul_e at F = 16 on dense graphs, and up to 6x slower with backward).
-CPU_COSTS: dict[str, dict[str, LinearCost]] = _load_cpu_costs(CPU_CONSTANTS_PATH, "rows")
-CPU_GRAD_COSTS: dict[str, dict[str, LinearCost]] = _load_cpu_costs(CPU_CONSTANTS_PATH, "rows_with_backward")
+_CPU_DOCUMENT = json.loads(CPU_CONSTANTS_PATH.read_text(encoding="utf-8"))
+CPU_COSTS: dict[str, dict[str, LinearCost]] = _cpu_costs(_CPU_DOCUMENT["rows"])
+CPU_GRAD_COSTS: dict[str, dict[str, LinearCost]] = _cpu_costs(_CPU_DOCUMENT["rows_with_backward"])
 SPARSE_EXTREME_WITHOUT_TORCH_SPARSE = CPU_COSTS.pop("sparse_native")["spmm_extreme"]
 SPARSE_EXTREME_WITHOUT_TORCH_SPARSE_GRAD = CPU_GRAD_COSTS.pop("sparse_native")["spmm_extreme"]
 

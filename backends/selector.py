@@ -46,7 +46,7 @@ import torch
 
 from unigraph import backends as registry
 from unigraph.backends import autotune
-from unigraph.backends.base import Backend, Request
+from unigraph.backends.base import Backend, Request, differentiated
 
 ENV_VAR = "UNIGRAPH_BACKEND"
 AUTO_CHOICES = ("auto", "auto-tune")
@@ -327,7 +327,7 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
     else:
         width, dtype, device = int(feat), torch.float32, graph.device
     if grad is None:
-        grad = isinstance(feat, torch.Tensor) and feat.requires_grad and torch.is_grad_enabled()
+        grad = isinstance(feat, torch.Tensor) and differentiated(feat)
     name, source = current_choice(backend)
     return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device, bool(grad)), name, source)
 

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from unigraph.backends import Request, selector
+from unigraph.backends.base import differentiated
 from unigraph.graph import Graph
 from unigraph.ops.broadcast import with_rank
 from unigraph.ops.custom import (  # importing it registers torch.ops.unigraph.*
@@ -65,14 +66,10 @@ def _aligned(a: Tensor | None, b: Tensor | None) -> tuple[Tensor | None, Tensor 
     return with_rank(a, ndim), with_rank(b, ndim)
 
 
-def _differentiated(*operands) -> bool:
-    """Whether autograd will record the call: what the cost model ranks by (forward alone, or
-    forward + backward)."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in operands)
-
-
 def _request(kind: str, op: str, reduce: str | None, features: tuple, like: Tensor, *operands) -> Request:
-    return Request(kind, op, reduce, max(math.prod(features), 1), like.dtype, like.device, _differentiated(*operands))
+    """The selector's view of a call; ``operands`` decide whether it is differentiated (the cost
+    model then ranks forward + backward time)."""
+    return Request(kind, op, reduce, max(math.prod(features), 1), like.dtype, like.device, differentiated(*operands))
 
 
 def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | None = None, *,
