@@ -64,7 +64,8 @@ from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
 from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, pyg_settings
-from unigraph.message_passing.tracing import CONST, E, TRACE_ERRORS, U, V, Traced, trace
+from unigraph.message_passing.tracing import (
+    CONST, E, TRACE_ERRORS, U, V, Traced, random_state, restore_random_state, trace)
 
 AGGR_ALIASES = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
 _SPECIAL_INPUTS = ("index", "edge_index_i", "edge_index_j", "size_i", "size_j", "dim_size")
@@ -106,12 +107,9 @@ class MessagePassing(torch.nn.Module):
         self.fuse = bool(fuse)
         self.node_dim = node_dim
         self._last_plan: MessagePlan | None = None
-        # read once here, eagerly: torch.compile cannot trace inspect.signature
-        self._message_parameters = _parameters(type(self).message)
-        self._update_parameters = tuple(_parameters(type(self).update))[1:]
-        self._pure_message = reads_only_its_arguments(type(self).message)
-        # structure key -> trace (or why tracing stopped), for a message that reads only its arguments
-        self._pure_traces: dict[tuple, Traced | str] = {}
+        # read here, eagerly (torch.compile cannot trace inspect.signature), and again by every eager
+        # call whose message or update has changed since (see _read_hooks)
+        self._read_hooks()
         if self._pure_message:  # so that a model compiled before any eager call finds its traces
             for inputs in _likely_inputs(self._message_parameters):
                 self._trace(inputs)
@@ -136,6 +134,8 @@ class MessagePassing(torch.nn.Module):
         (``x`` for ``x_j``/``x_i``, edge tensors by name) and update inputs."""
         who = type(self).__name__
         check_graph(g, f"{who}.propagate")
+        if not torch.compiler.is_compiling() and not _same(self._hooks_identity(), self._hooks_read):
+            self._read_hooks()
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
         inputs = self._message_inputs(g, kwargs)
         if torch.compiler.is_compiling():
@@ -193,6 +193,23 @@ class MessagePassing(torch.nn.Module):
         return out
 
     # ------------------------------------------------------------------ the paths
+    def _hooks_identity(self) -> tuple:
+        return _identity(self.message) + _identity(self.update)
+
+    def _read_hooks(self) -> None:
+        """Read what ``propagate`` needs of ``message`` and ``update`` as they are now: their
+        parameters with their defaults, whether ``message`` reads only its arguments, and no cached
+        traces. Eager calls compare the functions (which may be replaced on the class or the
+        instance), their code and their defaults with what was read (:func:`_identity`) and read
+        again when any changed."""
+        self._hooks_read = self._hooks_identity()
+        message = self.message
+        self._message_parameters = _parameters(message)
+        self._update_parameters = tuple(_parameters(self.update))[1:]
+        self._pure_message = reads_only_its_arguments(message)
+        # structure key -> trace (or why tracing stopped), for a message that reads only its arguments
+        self._pure_traces: dict[tuple, Traced | str] = {}
+
     def _trace(self, inputs: list[tuple[str, str, Any]]) -> Traced | str:
         """A trace of ``message`` for these inputs, or why tracing stopped. Fresh on every call,
         except for a message that reads only its arguments (:mod:`.purity`): its trace is a
@@ -207,7 +224,15 @@ class MessagePassing(torch.nn.Module):
 
     def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor | None:
         """The fused path, or None (with the reason in the plan) when the message has to run
-        eagerly."""
+        eagerly. Then the random generators are as they were before the trace, so that the eager
+        run draws what ``fuse=False`` draws (the trace or the traced program may have drawn)."""
+        generators = random_state({value.device for _, _, value in inputs if isinstance(value, Tensor)})
+        out = self._fused_propagate(g, inputs)
+        if out is None:
+            restore_random_state(generators)
+        return out
+
+    def _fused_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor | None:
         owner = f"{type(self).__name__}.message"
         traced = self._trace(inputs)
         if isinstance(traced, str):
@@ -318,6 +343,21 @@ def _likely_inputs(parameters: dict[str, Any]) -> list[list[tuple[str, str, Any]
     if math.prod(len(c) for c in choices) > _MAX_LIKELY_VARIANTS:
         return []
     return [list(variant) for variant in itertools.product(*choices)]
+
+
+def _identity(message) -> tuple:
+    """What a hook's parameters (and ``message``'s purity and cached traces) were read from: the
+    function and the object it is bound to, its code, its defaults and its keyword-only defaults
+    (compared by identity, element by element: a changed default is a new object)."""
+    function = getattr(message, "__func__", message)
+    kwdefaults = getattr(function, "__kwdefaults__", None) or {}
+    return (getattr(message, "__self__", None), function, getattr(function, "__code__", None),
+            getattr(function, "__defaults__", None), len(kwdefaults),
+            *itertools.chain.from_iterable(kwdefaults.items()))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _parameters(function) -> dict[str, Any]:

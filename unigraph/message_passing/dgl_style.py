@@ -24,7 +24,7 @@ from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import Graph
 from unigraph.message_passing.lazy import Interpreter, Pending, Record, Rows, Unfusable
 from unigraph.message_passing.plan import MessagePlan
-from unigraph.message_passing.tracing import E, TRACE_ERRORS, U, V, trace
+from unigraph.message_passing.tracing import E, TRACE_ERRORS, U, V, random_state, restore_random_state, trace
 from unigraph.ops.broadcast import with_rank
 
 _STORE_OF = {U: "srcdata", V: "dstdata", E: "edata"}
@@ -160,6 +160,7 @@ def _run_messages(g: Graph, fn: Any, finish: Callable[[Interpreter, dict], dict]
     if torch.compiler.is_compiling():
         reason = "under torch.compile the message function runs as written (dynamo traces it)"
     else:
+        generators = random_state([g.device])  # restored below: the eager run draws what it would untraced
         try:
             messages, traced = _traced_udf(g, fn, interpreter)
             return finish(interpreter, messages), record, traced
@@ -169,6 +170,7 @@ def _run_messages(g: Graph, fn: Any, finish: Callable[[Interpreter, dict], dict]
             reason = str(err)
         except TRACE_ERRORS as err:
             reason = f"tracing the message function stopped: {type(err).__name__}: {err}"
+        restore_random_state(generators)
     record = Record(reasons=[reason])
     interpreter = Interpreter(g, record)
     gathered = EdgeBatch(_GatheredFields(g.srcdata, g.src, record, U), _GatheredFields(g.dstdata, g.dst, record, V),

@@ -140,7 +140,12 @@ class Interpreter:
                 value = values[ins.target]
                 env.append(Rows(ins.domain, value) if ins.domain != CONST and isinstance(value, Tensor) else value)
             else:
-                env.append(self.call(ins, map_structure(ins.args, resolve), map_structure(ins.kwargs, resolve)))
+                args = map_structure(ins.args, resolve)
+                result = self.call(ins, args, map_structure(ins.kwargs, resolve))
+                if ins.in_place and (_layout(args[0]) is None or _layout(args[0]) != _layout(result)):
+                    raise Unfusable(f"{ins.name} = {_target_name(ins)}(...) stands for a write in place, which "
+                                    "cannot change the value's shape or dtype: the message runs as written")
+                env.append(result)
         return map_structure(traced.output, resolve)
 
     def call(self, node: Instruction, args: tuple, kwargs: dict) -> Any:
@@ -389,6 +394,18 @@ def _has_rows(result: Any, rows: int) -> bool:
     """Whether every tensor in ``result`` has ``rows`` rows (a row-wise call's promise)."""
     tensors = [t for t in leaves(result) if isinstance(t, Tensor)]
     return bool(tensors) and all(t.dim() > 0 and t.shape[0] == rows for t in tensors)
+
+
+def _layout(value: Any) -> tuple | None:
+    """What a write in place keeps: per-edge feature shape and dtype (whole shape for a plain
+    tensor); None for anything else, which no write in place may produce or change."""
+    if isinstance(value, Rows):
+        return "rows", tuple(value.tensor.shape[1:]), value.tensor.dtype
+    if isinstance(value, Pending):
+        return "rows", value.feature_shape(), value.dtype()
+    if isinstance(value, Tensor):
+        return "tensor", tuple(value.shape), value.dtype
+    return None
 
 
 def _target_name(node: Instruction) -> str:

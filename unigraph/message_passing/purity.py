@@ -26,20 +26,23 @@ _OUTSIDE = frozenset({
 })
 _LOCAL_ACCESS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST",
                            "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"})
-_VERDICTS: dict[Callable, bool] = {}
+_VERDICTS: dict[types.CodeType, bool] = {}  # by code object: a verdict reads nothing else, and keeps no `self` alive
 
 
 def reads_only_its_arguments(method: Callable) -> bool:
-    """Whether the method (its first parameter is ``self``) reads nothing but its other arguments."""
-    verdict = _VERDICTS.get(method)
+    """Whether the method (its first parameter is ``self``; plain or bound) reads nothing but its
+    other arguments."""
+    code = getattr(method, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    verdict = _VERDICTS.get(code)
     if verdict is None:
-        verdict = _VERDICTS[method] = _check(method)
+        verdict = _VERDICTS[code] = _check(code)
     return verdict
 
 
-def _check(method: Callable) -> bool:
-    code = getattr(method, "__code__", None)
-    if not isinstance(code, types.CodeType) or code.co_freevars or code.co_cellvars or code.co_argcount < 1:
+def _check(code: types.CodeType) -> bool:
+    if code.co_freevars or code.co_cellvars or code.co_argcount < 1:
         return False
     if any(isinstance(const, types.CodeType) for const in code.co_consts):  # lambdas, comprehensions
         return False

@@ -100,6 +100,8 @@ def _view_keeps_rows(shape: Any, rank: int, row_numel: int, logical_rows: int) -
         return False
     if shape[0] not in (-1, logical_rows):
         return False
+    if -1 in shape and logical_rows * row_numel == 0:  # -1 is ambiguous for no elements: let it raise
+        return False
     rest = shape[1:]
     if -1 in rest:
         return shape[0] == logical_rows and rest.count(-1) == 1

@@ -12,6 +12,18 @@ inputs: they are recorded as constants inside the trace, and so is every Python 
 (``self.tau``, ``self.training``, a global) and every branch it took. A trace is therefore a
 snapshot of one call: callers trace again on every call (see
 :mod:`unigraph.message_passing.base`, "Why every call traces") and never replay an old one.
+
+Two things a proxy-level trace cannot record are refused while tracing (:class:`EagerOnly`; the
+caller then runs the function as written, with the reason in its plan):
+
+* **writes** into traced values (``y.relu_()``, ``y += b``, ``out=``, ``inplace=True``,
+  ``y[m] = 0``, ``y.data = ...``, hooks), except a write into a fresh intermediate that nothing
+  has viewed, which is recorded as its out-of-place form (:mod:`~unigraph.message_passing.mutation`);
+* **mode changes**: a call recorded under another grad mode, inference mode, autocast state or
+  default dtype than the trace started with (``with torch.no_grad():``, ``@torch.no_grad``
+  helpers, ``torch.enable_grad()`` inside ``no_grad``, a ``torch.autograd.Function``, whose
+  forward runs without grad), or a function that leaves one changed. A trace runs under the
+  caller's modes, and so does the program it becomes.
 """
 from __future__ import annotations
 
@@ -20,7 +32,9 @@ from typing import Any, Callable
 
 import torch
 import torch.fx
-from torch.fx.proxy import GraphAppendingTracer, Proxy, TraceError
+from torch.fx.proxy import Attribute, GraphAppendingTracer, Proxy, TraceError
+
+from unigraph.message_passing.mutation import AUGMENTED_METHODS, fresh_result, functional_form, mutation, target_name
 
 U, V, E, CONST = "u", "v", "e", "c"  # source nodes, destination nodes, edges, no row dimension
 DOMAIN_NAMES = {U: "source nodes", V: "destination nodes", E: "edges", CONST: "constant"}
@@ -34,13 +48,170 @@ TRACE_ERRORS = (TraceError, TypeError, RuntimeError, NotImplementedError, Attrib
                 IndexError, KeyError)
 
 
-class _ConstantKeepingTracer(GraphAppendingTracer):
-    """Appends to a given fx graph; tensors met as arguments stay in the graph as constants."""
+class EagerOnly(TraceError):
+    """The function writes into a traced value or changes a mode while it runs: a trace of it
+    would not compute what it computes (see the module docstring). It runs as written instead."""
+
+
+def mode_state() -> tuple:
+    """What a recorded call's result depends on besides its arguments: grad mode, inference mode,
+    autocast (CPU and CUDA) and the default dtype."""
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+            torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
+            torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"), torch.get_default_dtype())
+
+
+_MODE_NAMES = ("grad mode", "inference mode", "CPU autocast", "CPU autocast dtype", "CUDA autocast",
+               "CUDA autocast dtype", "default dtype")
+
+
+def _restore_modes(state: tuple) -> None:
+    """Put back what a function left changed (inference mode has no setter: it stays as left)."""
+    grad, _, cpu_on, cpu_dtype, cuda_on, cuda_dtype, default_dtype = state
+    torch.set_grad_enabled(grad)
+    torch.set_autocast_enabled("cpu", cpu_on)
+    torch.set_autocast_dtype("cpu", cpu_dtype)
+    torch.set_autocast_enabled("cuda", cuda_on)
+    torch.set_autocast_dtype("cuda", cuda_dtype)
+    torch.set_default_dtype(default_dtype)
+
+
+def _changed(before: tuple, after: tuple) -> str:
+    return ", ".join(f"{name} {b} (it was {a} when the function began)"
+                     for name, a, b in zip(_MODE_NAMES, before, after) if a != b)
+
+
+class _Guarded:
+    """Writes into a traced value go through the tracer (see :mod:`.mutation`), never lost."""
+
+    _OWN = frozenset({"node", "tracer", "root", "attr", "_node"})  # set by fx's Proxy and Attribute
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            self.tracer.refuse(f"setting .{name} of a traced value writes into it")
+
+    def __getattr__(self, name: str) -> "_Attribute":
+        return _Attribute(self, name)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.tracer.refuse("an item assignment (y[...] = v) writes into a traced value")
+
+    def __delitem__(self, index: Any) -> None:
+        self.tracer.refuse("del y[...] writes into a traced value")
+
+
+def _augmented(function):
+    def method(self, other: Any) -> Any:  # `y += b`: recorded as a write into y, returns y itself
+        return self.tracer.create_proxy("call_function", function, (self, other), {})
+    return method
+
+
+for _name, _function in AUGMENTED_METHODS.items():
+    setattr(_Guarded, _name, _augmented(_function))
+
+
+class _Proxy(_Guarded, Proxy):
+    """A traced value."""
+
+
+class _Attribute(_Guarded, Attribute):
+    """An attribute of a traced value (``y.T``, ``y.data``, or a method about to be called)."""
+
+
+def _is_tensor(a: Any) -> bool:
+    """A traced argument known to be a tensor at run time (an input, or a fresh result)."""
+    if isinstance(a, torch.fx.Node):
+        return a.op == "placeholder" or a.meta.get("fresh", False)
+    return isinstance(a, torch.Tensor)
+
+
+_SHAPE_QUERIES = frozenset({"shape", "ndim", "dtype", "device", "layout", "is_cuda", "size", "dim", "numel"})
+
+
+def _aliases(user: torch.fx.Node) -> bool:
+    """Whether a call's result may share memory with its arguments (a view, an unknown call)."""
+    if user.meta.get("fresh", False):
+        return False
+    if user.op == "call_method" and user.target in _SHAPE_QUERIES:
+        return False
+    return not (user.target is getattr and len(user.args) == 2 and user.args[1] in _SHAPE_QUERIES)
+
+
+class _Tracer(GraphAppendingTracer):
+    """Appends to a given fx graph; tensors met as arguments stay in the graph as constants; writes
+    and mode changes are recorded exactly or refused (see the module docstring)."""
+
+    def __init__(self, graph: torch.fx.Graph, modes: tuple):
+        super().__init__(graph)
+        self.modes = modes
+        self.refused: str | None = None  # kept: a function that catches EagerOnly still runs eagerly
+
+    def refuse(self, reason: str):
+        self.refused = self.refused or reason
+        raise EagerOnly(reason)
 
     def create_arg(self, a: Any):
         if isinstance(a, torch.Tensor):
             return a
         return super().create_arg(a)
+
+    def proxy(self, node: torch.fx.Node) -> Proxy:
+        return _Proxy(node, self)
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> torch.fx.Node:
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        node.meta["fresh"] = fresh_result(kind, target, args, _is_tensor)
+        return node
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+        now = mode_state()
+        if now != self.modes:
+            self.refuse(f"{target_name(target)}() ran with {_changed(self.modes, now)}: a trace records "
+                        "calls, not the modes they ran under")
+        what = mutation(kind, target, args, kwargs)
+        if what is None:
+            return super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+        subject = args[0] if args else None
+        twin = functional_form(kind, target, args, kwargs)
+        if twin is None:
+            self.refuse(f"{what}, and unigraph knows no out-of-place form of it")
+        if type(subject) is not _Proxy:
+            self.refuse(f"{what}, which is not a value computed inside the message (a constant or a view)")
+        if subject.node.op == "placeholder":
+            self.refuse(f"{what}, which is an input of the message")
+        if not subject.node.meta.get("fresh", False):
+            self.refuse(f"{what}, the result of {target_name(subject.node.target)}(), which may share memory "
+                        "with another tensor (a view, or its input)")
+        viewed = [user.name for user in subject.node.users if _aliases(user)]
+        if viewed:
+            self.refuse(f"{what}, which {', '.join(viewed)} may view")
+        # exact: the value is fresh and nothing views it, so only the Python references to it see the
+        # write, and they all hold this proxy: point it at the out-of-place result
+        result = super().create_proxy(*twin)
+        result.node.meta["in_place"] = True
+        subject.node = result.node
+        return subject
+
+
+def random_state(devices) -> tuple:
+    """The state of the generators a function's random calls draw from on ``devices`` (the CPU's
+    always), for :func:`restore_random_state`: a function that was traced and then runs eagerly
+    must draw what it would have drawn without the trace."""
+    cuda = sorted({_cuda_index(torch.device(d)) for d in devices if torch.device(d).type == "cuda"})
+    return torch.get_rng_state(), [(index, torch.cuda.get_rng_state(index)) for index in cuda]
+
+
+def _cuda_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def restore_random_state(state: tuple) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    for index, value in cuda:
+        torch.cuda.set_rng_state(value, index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +238,7 @@ class Instruction:
     kwargs: dict
     name: str
     domain: str | None = None  # placeholders: U, V, E or CONST
+    in_place: bool = False     # the out-of-place form of a write into args[0] (see .mutation)
 
 
 @dataclasses.dataclass
@@ -89,7 +261,8 @@ class Traced:
                 target = ins.target if isinstance(ins.target, str) else getattr(ins.target, "__name__", str(ins.target))
                 args = ", ".join(self._describe(a) for a in ins.args)
                 kwargs = "".join(f", {k}={self._describe(v)}" for k, v in ins.kwargs.items())
-                lines.append(f"{ins.name} = {target}({args}{kwargs})")
+                note = "  # written in place" if ins.in_place else ""
+                lines.append(f"{ins.name} = {target}({args}{kwargs}){note}")
         return "\n".join(lines)
 
     def _describe(self, arg: Any) -> str:
@@ -156,7 +329,7 @@ class InputFactory:
         if key not in self._proxies:
             node = self._graph.placeholder(_placeholder_name(key, len(self._proxies)))
             self.inputs[node.name] = TracedInput(key, domain)
-            self._proxies[key] = Proxy(node, self._tracer)
+            self._proxies[key] = self._tracer.proxy(node)
         return self._proxies[key]
 
 
@@ -172,9 +345,20 @@ def trace(call: Callable[[InputFactory], Any]) -> Traced:
     it returns something other than a tensor (or a dict of tensors for DGL-style functions).
     """
     graph = torch.fx.Graph()
-    tracer = _ConstantKeepingTracer(graph)
+    modes = mode_state()
+    tracer = _Tracer(graph, modes)
     factory = InputFactory(graph, tracer)
-    output = _output_nodes(call(factory))
+    try:
+        result = call(factory)
+    finally:
+        left = mode_state()
+        if left != modes:  # the caller (and the eager run that follows) must start where it started
+            _restore_modes(modes)
+    if tracer.refused:
+        raise EagerOnly(tracer.refused)
+    if left != modes:
+        raise EagerOnly(f"the function left {_changed(modes, left)}")
+    output = _output_nodes(result)
     index: dict[torch.fx.Node, int] = {}
     program = []
 
@@ -189,7 +373,8 @@ def trace(call: Callable[[InputFactory], Any]) -> Traced:
         else:  # our tracer records constants inline: only calls remain
             # map_structure also turns fx's immutable containers into plain tuples, lists and dicts
             program.append(Instruction(node.op, node.target, map_structure(node.args, ref),
-                                       map_structure(node.kwargs, ref), node.name))
+                                       map_structure(node.kwargs, ref), node.name,
+                                       in_place=node.meta.get("in_place", False)))
     return Traced(tuple(program), map_structure(output, ref))
 
 
