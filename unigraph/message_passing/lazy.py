@@ -327,7 +327,7 @@ class Interpreter:
         y, other = (a.tensor, b) if y_side == "lhs" else (b.tensor, a)
         if reduce in ("sum", "mean"):
             if p.op == "mul":
-                return self.reduce(other, reduce) * y
+                return self._where_has_edges(self.reduce(other, reduce) * y)  # 0 * inf is not 0
             if p.op == "div" and y_side == "rhs":
                 return self._where_has_edges(self.reduce(other, reduce) / y)
             return None
@@ -351,7 +351,7 @@ class Interpreter:
         """The reduce of a value that is the same on every in-edge of a destination."""
         self.record.steps.append(("destination term", reduce))
         if reduce == "sum":
-            return y * self._degree_view(y)
+            return self._where_has_edges(y * self._degree_view(y))  # no in-edges: 0, also for y = inf or nan
         return self._where_has_edges(y)
 
     def _where_has_edges(self, out: Tensor) -> Tensor:
