@@ -21,6 +21,7 @@ real data; the interpreter checks it and otherwise runs the message eagerly.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import operator
 from typing import Any
@@ -60,7 +61,20 @@ _OPERATORS = frozenset(fn for fn in FRESH_FUNCTIONS if getattr(fn, "__module__",
 # In-place methods with an out-of-place twin of the same arguments (``clamp_`` -> ``clamp``).
 _FUNCTIONAL_METHODS = frozenset(name for name in ELEMENTWISE_METHODS - _ALIASING_METHODS
                                 if not name.startswith("__") and hasattr(torch.Tensor, name + "_"))
-_SIGNATURES: dict[Any, inspect.Signature | None] = {}
+NEVER, ALWAYS, WITH_A_TENSOR = 0, 1, 2  # is a call's result fresh
+
+
+@dataclasses.dataclass(frozen=True)
+class _Facts:
+    """What a call target says by itself (read once per target: tracing asks for every call)."""
+
+    name: str
+    writes: str | None         # the write its name declares (``relu_``, ``__iadd__``, hooks)
+    inplace_at: int | None     # the position of its ``inplace`` parameter
+    fresh: int                 # NEVER, ALWAYS or WITH_A_TENSOR operand (Python's operators)
+
+
+_FACTS: dict[tuple[str, Any], _Facts] = {}
 
 
 def target_name(target: Any) -> str:
@@ -69,21 +83,13 @@ def target_name(target: Any) -> str:
 
 def mutation(kind: str, target: Any, args: tuple, kwargs: dict) -> str | None:
     """What the call writes into or changes, in words; None when it only reads its arguments."""
-    name = target_name(target)
-    if (kind == "call_method" and name in AUTOGRAD_METHODS) or _is_in(target, AUTOGRAD_FUNCTIONS):
-        return f"{name}() changes the autograd state of a traced value"
-    if kind == "call_method" and name in AUGMENTED_METHODS:
-        return f"{name}() writes into its first argument"
-    if _is_in(target, AUGMENTED):
-        return f"an augmented assignment ({name}) writes into its target"
-    if name in _WRITE_METHODS:
-        return f"{name}() writes into its first argument"
-    if name.endswith("_") and not name.endswith("__"):
-        return f"{name}() writes in place into its first argument"
+    facts = _facts(kind, target)
+    if facts.writes is not None:
+        return facts.writes
     if kwargs.get("out") is not None:
-        return f"{name}(..., out=...) writes into out"
-    if _inplace_flag(target, args, kwargs):
-        return f"{name}(..., inplace=True) writes in place into its input"
+        return f"{facts.name}(..., out=...) writes into out"
+    if _inplace_passed(facts, args, kwargs):
+        return f"{facts.name}(..., inplace=True) writes in place into its input"
     return None
 
 
@@ -109,8 +115,9 @@ def functional_form(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple[
             if twin is not None and _is_in(twin, ELEMENTWISE_FUNCTIONS):
                 return "call_function", twin, args, kwargs
         return None
-    if _is_in(target, ELEMENTWISE_FUNCTIONS) and _inplace_flag(target, args, kwargs):
-        bound = _signature(target).bind(*args, **kwargs)
+    facts = _facts(kind, target)
+    if _is_in(target, ELEMENTWISE_FUNCTIONS) and _inplace_passed(facts, args, kwargs):
+        bound = inspect.signature(target).bind(*args, **kwargs)
         bound.arguments["inplace"] = False
         return "call_function", target, bound.args, bound.kwargs
     return None
@@ -118,13 +125,62 @@ def functional_form(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple[
 
 def fresh_result(kind: str, target: Any, args: tuple, is_tensor) -> bool:
     """Whether the call's result is a new tensor sharing memory with nothing else. Python's
-    operators are fresh only when an operand is a tensor (``x.size(0) * 2`` is an int);
-    ``is_tensor`` says whether an argument is known to be one."""
-    if kind == "call_method":  # `n.__add__(1)` may be an int's method: dunders need a tensor
-        return target in FRESH_METHODS and (not target.startswith("__") or any(is_tensor(a) for a in args))
-    if kind != "call_function" or not _is_in(target, FRESH_FUNCTIONS):
-        return False
-    return target not in _OPERATORS or any(is_tensor(a) for a in args)
+    operators (and dunder methods: ``n.__add__(1)`` may be an int's) are fresh only when an
+    operand is a tensor; ``is_tensor`` says whether an argument is known to be one."""
+    fresh = _facts(kind, target).fresh
+    return fresh == ALWAYS or (fresh == WITH_A_TENSOR and any(is_tensor(a) for a in args))
+
+
+def _facts(kind: str, target: Any) -> _Facts:
+    try:
+        found = _FACTS.get((kind, target))
+    except TypeError:  # an unhashable callable
+        return _read_facts(kind, target)
+    if found is None:
+        found = _FACTS[(kind, target)] = _read_facts(kind, target)
+    return found
+
+
+def _read_facts(kind: str, target: Any) -> _Facts:
+    name = target_name(target)
+    if kind == "call_method":
+        fresh = (WITH_A_TENSOR if name.startswith("__") else ALWAYS) if name in FRESH_METHODS else NEVER
+    elif kind == "call_function" and _is_in(target, FRESH_FUNCTIONS):
+        fresh = WITH_A_TENSOR if target in _OPERATORS else ALWAYS
+    else:
+        fresh = NEVER
+    return _Facts(name, _declared_write(kind, target, name), _inplace_position(target), fresh)
+
+
+def _declared_write(kind: str, target: Any, name: str) -> str | None:
+    if (kind == "call_method" and name in AUTOGRAD_METHODS) or _is_in(target, AUTOGRAD_FUNCTIONS):
+        return f"{name}() changes the autograd state of a traced value"
+    if kind == "call_method" and name in AUGMENTED_METHODS:
+        return f"{name}() writes into its first argument"
+    if _is_in(target, AUGMENTED):
+        return f"an augmented assignment ({name}) writes into its target"
+    if name in _WRITE_METHODS:
+        return f"{name}() writes into its first argument"
+    if name.endswith("_") and not name.endswith("__"):
+        return f"{name}() writes in place into its first argument"
+    return None
+
+
+def _inplace_position(target: Any) -> int | None:
+    if isinstance(target, str) or not callable(target):
+        return None
+    try:
+        parameters = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # builtins without a signature have no `inplace` either
+        return None
+    return parameters.index("inplace") if "inplace" in parameters else None
+
+
+def _inplace_passed(facts: _Facts, args: tuple, kwargs: dict) -> bool:
+    """Whether ``inplace`` is passed true, by keyword or position (``F.relu(y, True)``)."""
+    if "inplace" in kwargs:
+        return bool(kwargs["inplace"])
+    return facts.inplace_at is not None and len(args) > facts.inplace_at and bool(args[facts.inplace_at])
 
 
 def _is_in(target: Any, collection) -> bool:
@@ -132,29 +188,3 @@ def _is_in(target: Any, collection) -> bool:
         return target in collection
     except TypeError:  # an unhashable callable
         return False
-
-
-def _signature(target: Any) -> inspect.Signature | None:
-    if target not in _SIGNATURES:
-        try:
-            _SIGNATURES[target] = inspect.signature(target)
-        except (TypeError, ValueError):  # builtins without a signature have no `inplace` either
-            _SIGNATURES[target] = None
-    return _SIGNATURES[target]
-
-
-def _inplace_flag(target: Any, args: tuple, kwargs: dict) -> bool:
-    """Whether ``inplace`` is passed true, by keyword or position (``F.relu(y, True)``)."""
-    if "inplace" in kwargs:
-        return bool(kwargs["inplace"])
-    if isinstance(target, str) or not callable(target):
-        return False
-    try:
-        signature = _signature(target)
-    except TypeError:  # unhashable
-        return False
-    if signature is None or "inplace" not in signature.parameters:
-        return False
-    names = list(signature.parameters)
-    position = names.index("inplace")
-    return len(args) > position and bool(args[position])

@@ -55,10 +55,11 @@ class EagerOnly(TraceError):
 
 def mode_state() -> tuple:
     """What a recorded call's result depends on besides its arguments: grad mode, inference mode,
-    autocast (CPU and CUDA) and the default dtype."""
+    autocast (CPU and CUDA: whether on, and the dtype while on) and the default dtype."""
+    cpu, cuda = torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda")
     return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
-            torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
-            torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"), torch.get_default_dtype())
+            cpu, cpu and torch.get_autocast_dtype("cpu"), cuda, cuda and torch.get_autocast_dtype("cuda"),
+            torch.get_default_dtype())
 
 
 _MODE_NAMES = ("grad mode", "inference mode", "CPU autocast", "CPU autocast dtype", "CUDA autocast",
@@ -69,10 +70,10 @@ def _restore_modes(state: tuple) -> None:
     """Put back what a function left changed (inference mode has no setter: it stays as left)."""
     grad, _, cpu_on, cpu_dtype, cuda_on, cuda_dtype, default_dtype = state
     torch.set_grad_enabled(grad)
-    torch.set_autocast_enabled("cpu", cpu_on)
-    torch.set_autocast_dtype("cpu", cpu_dtype)
-    torch.set_autocast_enabled("cuda", cuda_on)
-    torch.set_autocast_dtype("cuda", cuda_dtype)
+    for device, on, dtype in (("cpu", cpu_on, cpu_dtype), ("cuda", cuda_on, cuda_dtype)):
+        torch.set_autocast_enabled(device, on)
+        if on:
+            torch.set_autocast_dtype(device, dtype)
     torch.set_default_dtype(default_dtype)
 
 
@@ -84,14 +85,6 @@ def _changed(before: tuple, after: tuple) -> str:
 class _Guarded:
     """Writes into a traced value go through the tracer (see :mod:`.mutation`), never lost."""
 
-    _OWN = frozenset({"node", "tracer", "root", "attr", "_node"})  # set by fx's Proxy and Attribute
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in self._OWN:
-            object.__setattr__(self, name, value)
-        else:
-            self.tracer.refuse(f"setting .{name} of a traced value writes into it")
-
     def __getattr__(self, name: str) -> "_Attribute":
         return _Attribute(self, name)
 
@@ -100,6 +93,18 @@ class _Guarded:
 
     def __delitem__(self, index: Any) -> None:
         self.tracer.refuse("del y[...] writes into a traced value")
+
+
+def _settable(name: str) -> property:
+    """A tensor attribute whose assignment writes into the tensor (``y.data = ...``): reading it
+    is traced as before, assigning it is refused."""
+    def refuse(self, value: Any) -> None:
+        self.tracer.refuse(f"setting .{name} of a traced value writes into it")
+    return property(lambda self: _Attribute(self, name), refuse)
+
+
+for _name in ("data", "grad", "requires_grad", "real", "imag", "names"):
+    setattr(_Guarded, _name, _settable(_name))
 
 
 def _augmented(function):
@@ -120,10 +125,18 @@ class _Attribute(_Guarded, Attribute):
     """An attribute of a traced value (``y.T``, ``y.data``, or a method about to be called)."""
 
 
+def _fresh(node: torch.fx.Node) -> bool:
+    """Whether the node's value is a new tensor sharing memory with nothing else (see
+    :func:`~unigraph.message_passing.mutation.fresh_result`); asked only when a write is traced."""
+    if "fresh" not in node.meta:
+        node.meta["fresh"] = node.op != "placeholder" and fresh_result(node.op, node.target, node.args, _is_tensor)
+    return node.meta["fresh"]
+
+
 def _is_tensor(a: Any) -> bool:
     """A traced argument known to be a tensor at run time (an input, or a fresh result)."""
     if isinstance(a, torch.fx.Node):
-        return a.op == "placeholder" or a.meta.get("fresh", False)
+        return a.op == "placeholder" or _fresh(a)
     return isinstance(a, torch.Tensor)
 
 
@@ -132,7 +145,7 @@ _SHAPE_QUERIES = frozenset({"shape", "ndim", "dtype", "device", "layout", "is_cu
 
 def _aliases(user: torch.fx.Node) -> bool:
     """Whether a call's result may share memory with its arguments (a view, an unknown call)."""
-    if user.meta.get("fresh", False):
+    if _fresh(user):
         return False
     if user.op == "call_method" and user.target in _SHAPE_QUERIES:
         return False
@@ -160,11 +173,6 @@ class _Tracer(GraphAppendingTracer):
     def proxy(self, node: torch.fx.Node) -> Proxy:
         return _Proxy(node, self)
 
-    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> torch.fx.Node:
-        node = super().create_node(kind, target, args, kwargs, name, type_expr)
-        node.meta["fresh"] = fresh_result(kind, target, args, _is_tensor)
-        return node
-
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
         now = mode_state()
         if now != self.modes:
@@ -181,7 +189,7 @@ class _Tracer(GraphAppendingTracer):
             self.refuse(f"{what}, which is not a value computed inside the message (a constant or a view)")
         if subject.node.op == "placeholder":
             self.refuse(f"{what}, which is an input of the message")
-        if not subject.node.meta.get("fresh", False):
+        if not _fresh(subject.node):
             self.refuse(f"{what}, the result of {target_name(subject.node.target)}(), which may share memory "
                         "with another tensor (a view, or its input)")
         viewed = [user.name for user in subject.node.users if _aliases(user)]
