@@ -40,8 +40,14 @@ back to the eager path): a message with side effects performs them that often.
 The one exception is a message that reads nothing but its arguments, checked on its bytecode
 (:mod:`~unigraph.message_passing.purity`: no ``self``, no globals, no closures), as GCNConv's,
 GraphConv's, MRConv's and the default ``x_j``: its trace depends only on which inputs are tensors
-and the values of the others, so it is cached under exactly that key. What re-tracing costs is in
-``docs/message_passing.md``.
+and the values of the others, so it is cached under exactly that key. Each eager call checks that
+``message`` and ``update`` are still what the cache was read for (the same functions, bound to the
+same object, with the same code and defaults) and reads them again otherwise. What re-tracing
+costs, and what each fast path assumes, is in ``docs/message_passing.md``.
+
+Writes in place and mode changes inside ``message`` are recorded exactly or refused while tracing
+(:mod:`unigraph.message_passing.tracing`); a refused message runs eagerly, from the random state
+the trace started with.
 
 Under ``torch.compile`` no fx trace can be taken. A message that reads only its arguments runs
 fused from its cached trace (traced in advance for the likely inputs when the layer is built);

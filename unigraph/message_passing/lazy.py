@@ -20,7 +20,10 @@ Rules, call by call (see :func:`Interpreter.call`):
    transpose, a mean over the edges) a plain value from then on.
 
 A program whose result is not one row per edge raises :class:`Unfusable`; the caller then runs
-the message eagerly (which raises the user's error where it is one).
+the message eagerly (which raises the user's error where it is one). So does an instruction that
+stands for a write in place (recorded out of place by the tracer, see
+:mod:`~unigraph.message_passing.mutation`) whose result would not keep its target's per-edge
+shape and dtype, as the in-place op would have.
 
 At the root the reduction picks the cheapest exact form (:func:`Interpreter.reduce`):
 
