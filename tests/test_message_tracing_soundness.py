@@ -555,12 +555,31 @@ class Program(MessagePassing):
         return self.body(self, {"x_j": x_j, "x_i": x_i, "e": e})
 
 
-def _outcome(layer, g, fuse, kwargs, seed):
+def _outcome(compute, seed):
     torch.manual_seed(seed)  # both paths draw dropout masks from the same state
     try:
-        return run(layer, g, fuse, **kwargs), None
+        return compute(), None
     except (RuntimeError, ValueError, IndexError) as err:  # e.g. max over the edges of an empty graph
         return None, err
+
+
+def run_udf(layer, g, fused, x, e):
+    """The program as a DGL-style function in ``update_all`` (``fused``), or what that must
+    compute: the function on gathered per-edge inputs, reduced by copy_e. Output and gradients
+    w.r.t. the inputs and the layer's parameters."""
+    src, dst = x if isinstance(x, tuple) else (x, x)
+    if fused:
+        g.srcdata["x"], g.dstdata["x"], g.edata["e"] = src, dst, e
+        layer.udf_plan = g.update_all(
+            lambda edges: {"m": layer.body(layer, {"x_j": edges.src["x"], "x_i": edges.dst["x"], "e": edges.data["e"]})},
+            getattr(unigraph.function, layer.aggr)("m", "out"))
+        out = g.dstdata.pop("out")
+    else:
+        messages = layer.body(layer, {"x_j": src.index_select(0, g.src), "x_i": dst.index_select(0, g.dst), "e": e})
+        out = unigraph.ops.gspmm(g, "copy_e", layer.aggr, e=messages)
+    leaves = list(dict.fromkeys([src, dst, e])) + list(layer.parameters())
+    weights = torch.linspace(-1.0, 1.0, out.numel(), dtype=out.dtype).view(out.shape)
+    return out.detach(), torch.autograd.grad((out * weights).sum(), leaves, allow_unused=True)
 
 
 def _refused_by_autograd(err) -> bool:
@@ -592,25 +611,32 @@ def test_random_message_programs_fused_equal_eager():
             layer.flag = twin.flag = data.draw(st.booleans(), label="flag")
             layer.train(data.draw(st.booleans(), label="training"))
             twin.train(layer.training)
-            kwargs = {"x": x, "e": e}
-            fused, fused_error = _outcome(layer, g, True, kwargs, seed + call)
-            plan = str(layer.explain()) if fused_error is None else ""
-            eager, eager_error = _outcome(layer, g, False, kwargs, seed + call)
-            if _refused_by_autograd(eager_error) and fused_error is None:
-                eager, eager_error = _outcome(twin, g, False, kwargs, seed + call)
-                where = f"{where} (against its functional twin)"
-            if eager_error is not None:
-                assert fused_error is not None, f"{where}: eager raised {eager_error!r}, fused did not\n{plan}"
-                continue
-            assert fused_error is None, f"{where}: fused raised {fused_error!r} where eager ran"
-            (out, grads), (want, want_grads) = fused, eager
-            torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-8, msg=lambda m: f"{where} call {call}: {m}\n{plan}")
-            for got, ref in zip(grads, want_grads):
-                if got is None or ref is None:
-                    assert got is None and ref is None, f"{where}: a gradient reached one path only\n{plan}"
+            fronts = [("propagate", lambda module, fuse: run(module, g, fuse, x=x, e=e),
+                       lambda: str(layer.explain()))]
+            if call == 0:  # the same program as a DGL-style function in update_all
+                fronts.append(("update_all", lambda module, fuse: run_udf(module, g, fuse, x, e),
+                               lambda: str(layer.udf_plan)))
+            for front, compute, explain in fronts:
+                fused, fused_error = _outcome(lambda: compute(layer, True), seed + call)
+                plan = explain() if fused_error is None else ""
+                eager, eager_error = _outcome(lambda: compute(layer, False), seed + call)
+                against = ""
+                if _refused_by_autograd(eager_error) and fused_error is None:
+                    eager, eager_error = _outcome(lambda: compute(twin, False), seed + call)
+                    against = " (against its functional twin)"
+                at = f"{where}, {front} call {call}{against}"
+                if eager_error is not None:
+                    assert fused_error is not None, f"{at}: eager raised {eager_error!r}, fused did not\n{plan}"
                     continue
-                torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-8,
-                                           msg=lambda m: f"{where} call {call} gradient: {m}\n{plan}")
+                assert fused_error is None, f"{at}: fused raised {fused_error!r} where eager ran"
+                (out, grads), (want, want_grads) = fused, eager
+                torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-8, msg=lambda m: f"{at}: {m}\n{plan}")
+                for got, ref in zip(grads, want_grads):
+                    if got is None or ref is None:
+                        assert got is None and ref is None, f"{at}: a gradient reached one path only\n{plan}"
+                        continue
+                    torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-8,
+                                               msg=lambda m: f"{at} gradient: {m}\n{plan}")
             with torch.no_grad():
                 for module in (layer, twin):
                     module.weight.mul_(-0.5)  # an optimizer step's worth of change

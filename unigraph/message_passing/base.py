@@ -200,7 +200,7 @@ class MessagePassing(torch.nn.Module):
 
     # ------------------------------------------------------------------ the paths
     def _hooks_identity(self) -> tuple:
-        return _identity(self.message) + _identity(self.update)
+        return _identity(self.message, self) + _identity(self.update, self)
 
     def _read_hooks(self) -> None:
         """Read what ``propagate`` needs of ``message`` and ``update`` as they are now: their
@@ -351,13 +351,17 @@ def _likely_inputs(parameters: dict[str, Any]) -> list[list[tuple[str, str, Any]
     return [list(variant) for variant in itertools.product(*choices)]
 
 
-def _identity(message) -> tuple:
+_BOUND_TO_OWNER = object()  # stands for the layer itself, which its own record must not hold
+
+
+def _identity(hook, owner) -> tuple:
     """What a hook's parameters (and ``message``'s purity and cached traces) were read from: the
     function and the object it is bound to, its code, its defaults and its keyword-only defaults
     (compared by identity, element by element: a changed default is a new object)."""
-    function = getattr(message, "__func__", message)
+    function = getattr(hook, "__func__", hook)
+    bound = getattr(hook, "__self__", None)
     kwdefaults = getattr(function, "__kwdefaults__", None) or {}
-    return (getattr(message, "__self__", None), function, getattr(function, "__code__", None),
+    return (_BOUND_TO_OWNER if bound is owner else bound, function, getattr(function, "__code__", None),
             getattr(function, "__defaults__", None), len(kwdefaults),
             *itertools.chain.from_iterable(kwdefaults.items()))
 
