@@ -115,3 +115,16 @@ def fused_and_plain(body, g, inputs: Inputs, *, seed: int = 0):
         torch.manual_seed(seed)
         runs.append((what, got, plain()))
     return runs
+
+
+def assert_matches_plain(body, name: str, *, stays_fused: bool) -> None:
+    """Both front ends, fused against plain; the fused attempt either stayed fused with a write
+    recorded out of place (``stays_fused``) or ran the function as written, saying why."""
+    g = make_graph()
+    for what, got, want in fused_and_plain(body, g, Inputs(g)):
+        assert_same(got, want, f"{name} via {what}")
+        plan = got[2]
+        if stays_fused:
+            assert plan.mode != "eager" and "written in place" in plan.code, f"{name} via {what}\n{plan}"
+        else:
+            assert ran_as_written(plan), f"{name} via {what}\n{plan}"

@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from fused_vs_plain import (
-    Inputs, assert_same, fused_and_plain, make_graph, propagate, ran_as_written, update_all, update_all_plain)
+    Inputs, assert_matches_plain, assert_same, fused_and_plain, make_graph, propagate, ran_as_written, update_all,
+    update_all_plain)
+from test_message_tracing_soundness import Cube
 
 
 def _no_grad_block(x_j, x_i, w, p):
@@ -41,22 +43,8 @@ def _no_grad_helper(x_j, x_i, w, p):
     return _detached_scale(x_j, p) * w + x_i
 
 
-class _Cube(torch.autograd.Function):
-    """x**3 with a deliberately different backward (2 x): a trace that inlines forward loses it."""
-
-    @staticmethod
-    def forward(ctx, a):
-        ctx.save_for_backward(a)
-        return a * a * a
-
-    @staticmethod
-    def backward(ctx, grad):
-        (a,) = ctx.saved_tensors
-        return 2.0 * grad * a
-
-
 def _autograd_function(x_j, x_i, w, p):
-    return _Cube.apply(x_j * p) * w
+    return Cube.apply(x_j * p) * w  # x**3 with a deliberately different backward
 
 
 class _Reverse(torch.autograd.Function):
@@ -93,10 +81,7 @@ MODES = {"with torch.no_grad()": _no_grad_block, "torch.set_grad_enabled(False)"
 
 @pytest.mark.parametrize("name", list(MODES))
 def test_mode_changes_inside_the_message_run_as_written(name):
-    g = make_graph()
-    for what, got, want in fused_and_plain(MODES[name], g, Inputs(g)):
-        assert_same(got, want, f"{name} via {what}")
-        assert ran_as_written(got[2]), f"{name} via {what}\n{got[2]}"
+    assert_matches_plain(MODES[name], name, stays_fused=False)
 
 
 def _enable_grad_block(x_j, x_i, w, p):
