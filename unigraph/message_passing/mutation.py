@@ -13,7 +13,7 @@ ATen op: an in-place op's name ends in one ``_``; a write into another tensor go
 or ``inplace=``; Python's augmented assignments are ``__iadd__`` and friends. The tracer then
 either refuses (the message runs eagerly, with the reason in ``explain()``) or, in the one case
 that is exact, records the out-of-place form (:func:`functional_form`): the written value is a
-*fresh* tensor (:func:`fresh_result`: made by an elementwise call, a matmul or a concatenation,
+*fresh* tensor (:func:`fresh_result`: made by an elementwise call, a matmul, a concatenation or a reduction,
 so it shares memory with nothing) and nothing has taken a view of it. Then the write can only be
 seen through the Python references to that value, and the tracer re-points those to the result.
 Whether the write keeps the value's shape and dtype (as an in-place op must) is known only on
