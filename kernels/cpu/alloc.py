@@ -105,6 +105,11 @@ def _max_bytes_from_environment() -> int:
     return value
 
 
+# torch's count of a storage's owners (private, what torch's own code uses): without it a pool
+# could not tell when a block is free, so nothing is pooled
+_CAN_COUNT_OWNERS = hasattr(torch._C, "_storage_Use_Count")
+
+
 def _only_ours(storage: torch.UntypedStorage) -> bool:
     """Whether the pool's reference is the last one to ``storage`` (no tensor uses it)."""
     return torch._C._storage_Use_Count(storage._cdata) == 1
@@ -224,7 +229,7 @@ def empty(shape, dtype: torch.dtype) -> torch.Tensor:
     it is large (see the module docstring); contiguous, and resizable as any tensor."""
     shape = tuple(int(s) for s in shape)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or _POOL.max_bytes == 0:
+    if nbytes < MIN_BYTES or _POOL.max_bytes == 0 or not _CAN_COUNT_OWNERS:
         t = torch.empty(shape, dtype=dtype)
         advise_huge_pages(t)
         return t
