@@ -172,14 +172,18 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     if int(torch.count_nonzero(sample)) > SPARSE_INPUT_DENSITY * sample.numel():
         _remember(key, x, None)
         return x
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        csr = x.to_sparse_csr()
+    csr = _csr_of_dense(x)
     crow = csr.crow_indices()
     rows = torch.repeat_interleave(torch.arange(x.shape[0], device=crow.device), crow.diff(),
                                    output_size=csr.values().numel())
     _remember(key, x, csr, rows)
     return csr
+
+
+def _csr_of_dense(x: Tensor) -> Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return x.to_sparse_csr()
 
 
 _SAME_SIZE_INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
