@@ -7,11 +7,15 @@ graph's signature (its node, edge and degree statistics, not its edge list: grap
 alike to the cost model share a measurement), the operator, reduce, output feature width,
 dtype and device.
 
-Each candidate runs the real call with the real tensors, and what training runs: when the call
+Each candidate runs the real call on the real data, and what training runs: when the call
 records gradients (grad mode on and an input that requires grad), forward *and* backward are
-timed (the backward with a ones gradient, stopping at the call's inputs: nothing accumulates into
-any ``.grad`` and nothing upstream of the call runs); otherwise the forward alone, under
-``no_grad``. Every candidate first runs once to warm up (imports, numba or Triton compilation,
+timed (the backward with a ones gradient); otherwise the forward alone, under ``no_grad``.
+Nothing of this can be observed by the caller: the runs see detached copies of the operands
+(the same storage, each requiring grad as the caller's does), so their autograd graph never
+reaches the caller's (no hook, ``retain_grad`` or ``.grad`` of the caller's sees a gradient,
+nothing upstream runs); the caller's saved-tensor hooks are shadowed while they run; the RNG
+state and the grad mode are put back afterwards, and no operand is written (so its in-place
+version stays). Every candidate first runs once to warm up (imports, numba or Triton compilation,
 Triton's own autotuning, caches), then ``repeats`` rounds (default 3) run each candidate once, in
 an order rotated every round so a slow spell of the machine hits all alike; a candidate's time is
 its median. The measurement records what it timed (``fwd`` or ``fwd+bwd``). Winners are kept in
@@ -25,6 +29,7 @@ eagerly first to measure.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -36,7 +41,7 @@ from typing import Callable
 
 import torch
 
-from unigraph.backends.base import Request
+from unigraph.backends.base import Request, differentiated
 
 CACHE_ENV_VAR = "UNIGRAPH_AUTOTUNE_CACHE"
 FORMAT_VERSION = 1
@@ -74,31 +79,30 @@ def _tensors(out) -> list[torch.Tensor]:
     return [t for t in items if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def _input_edges(outputs: list[torch.Tensor], before: int) -> list:
-    """The gradient edges where the autograd graph of the call meets what existed before it:
-    nodes made by the call have sequence numbers above ``before``; a leaf's accumulator, or an
-    older node, is where the call's backward stops."""
-    from torch.autograd.graph import GradientEdge
-    edges, seen, stack = [], set(), [t.grad_fn for t in outputs]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        for child, index in node.next_functions:
-            if child is None:
-                continue
-            if type(child).__name__ == "AccumulateGrad" or child._sequence_nr() <= before:
-                edges.append(GradientEdge(child, index))
-            else:
-                stack.append(child)
-    return edges
+def private_operands(operands: tuple) -> tuple:
+    """The operands as the timing runs see them: detached (same storage, nothing copied), each
+    requiring grad as the caller's does, so the timing's autograd graph starts and ends at them and
+    never reaches the caller's graph, hooks, ``retain_grad`` or ``.grad``."""
+    return tuple(t.detach().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+                 for t in operands)
 
 
-def _sequence_marker() -> int:
-    """A sequence number no node made after this call can have (autograd numbers nodes in order)."""
-    with torch.enable_grad():
-        return torch.ones(1, requires_grad=True).mul(1).grad_fn._sequence_nr()
+def _same(t):
+    return t
+
+
+@contextlib.contextmanager
+def isolated(device: torch.device):
+    """The timing runs' surroundings: the RNG state (CPU, and ``device`` when it is a GPU) and the
+    grad mode are put back afterwards, and the caller's saved-tensor hooks
+    (``torch.autograd.graph.saved_tensors_hooks``: offloading, checkpointing) are shadowed by
+    identity hooks, so none of the timing runs' saved tensors reach them."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.random.fork_rng(devices=[device] if device.type == "cuda" else []))
+        stack.enter_context(torch.set_grad_enabled(torch.is_grad_enabled()))
+        if torch._C._autograd._saved_tensors_hooks_is_enabled():  # disabled: no hooks to shadow
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_same, _same))
+        yield
 
 
 def _forward(run: Callable[[], object]) -> Callable[[], None]:
@@ -108,49 +112,41 @@ def _forward(run: Callable[[], object]) -> Callable[[], None]:
     return forward_only
 
 
-def _forward_backward(run: Callable[[], object]) -> Callable[[], None]:
+def _forward_backward(run: Callable[[], object], leaves: list[torch.Tensor]) -> Callable[[], None]:
     def forward_backward():
-        _backward(*_recorded(run))
+        _backward(_tensors(run()), leaves)
     return forward_backward
 
 
-def _recorded(run: Callable[[], object]) -> tuple[list[torch.Tensor], int]:
-    before = _sequence_marker()
-    return _tensors(run()), before
-
-
-def _backward(outputs: list[torch.Tensor], before: int) -> None:
-    """The call's own backward (ones gradient), stopping at its inputs."""
-    edges = _input_edges(outputs, before)
-    if edges:
-        torch.autograd.grad(outputs, edges, [torch.ones_like(t) for t in outputs])
-
-
-def time_candidates_us(trial: Callable[[str], object], candidates: list[str], device: torch.device,
-                       repeats: int) -> tuple[dict[str, float], str]:
-    """Median wall time in microseconds of each candidate, and what was timed (``fwd`` or
-    ``fwd+bwd``: the latter when the first warm-up call records gradients). Every candidate
-    warms up once, then ``repeats`` rounds run each once in an order rotated by the round."""
-    warmed = torch.is_grad_enabled()  # then the first candidate's warm-up runs here, recording
-    outputs, before = _recorded(lambda: trial(candidates[0])) if warmed else ([], 0)
-    timed = "fwd+bwd" if outputs else "fwd"
-    make = _forward_backward if outputs else _forward
-    steps = {name: make(lambda name=name: trial(name)) for name in candidates}
+def _backward(outputs: list[torch.Tensor], leaves: list[torch.Tensor]) -> None:
+    """The call's own backward (ones gradient) into the private operands ``leaves``."""
     if outputs:
-        _backward(outputs, before)  # the first candidate's warm-up, completed
-    elif not warmed:
-        steps[candidates[0]]()
-    for name in candidates[1:]:
-        steps[name]()
-    _synchronize(device)
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for r in range(repeats):
-        shift = r % len(candidates)
-        for name in candidates[shift:] + candidates[:shift]:
-            start = time.perf_counter()
+        torch.autograd.grad(outputs, leaves, [torch.ones_like(t) for t in outputs], allow_unused=True)
+
+
+def time_candidates_us(trial: Callable[..., object], operands: tuple, candidates: list[str],
+                       device: torch.device, repeats: int) -> tuple[dict[str, float], str]:
+    """Median wall time in microseconds of each candidate running ``trial(name, *operands)``, and
+    what was timed (``fwd`` or ``fwd+bwd``: the latter when the call records gradients). Every
+    candidate warms up once, then ``repeats`` rounds run each once in an order rotated by the round.
+    The runs see private copies of the operands (:func:`private_operands`) inside :func:`isolated`."""
+    with isolated(device):
+        own = private_operands(operands)
+        leaves = [t for t in own if isinstance(t, torch.Tensor) and t.requires_grad]
+        timed = "fwd+bwd" if differentiated(*own) else "fwd"
+        make = (lambda run: _forward_backward(run, leaves)) if timed == "fwd+bwd" else _forward
+        steps = {name: make(lambda name=name: trial(name, *own)) for name in candidates}
+        for name in candidates:  # warm-up
             steps[name]()
-            _synchronize(device)
-            times[name].append((time.perf_counter() - start) * 1e6)
+        _synchronize(device)
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for r in range(repeats):
+            shift = r % len(candidates)
+            for name in candidates[shift:] + candidates[:shift]:
+                start = time.perf_counter()
+                steps[name]()
+                _synchronize(device)
+                times[name].append((time.perf_counter() - start) * 1e6)
     return {name: statistics.median(t) for name, t in times.items()}, timed
 
 
@@ -204,12 +200,12 @@ class Tuner:
         self._check_env()
         return self._memory.get(kind)
 
-    def measure(self, kind: str, candidates: list[str], trial: Callable[[str], object],
+    def measure(self, kind: str, candidates: list[str], trial: Callable[..., object], operands: tuple,
                 device: torch.device) -> Measurement:
-        """Time ``trial(name)`` for every candidate (forward and backward when the call records
-        gradients), remember and return the fastest."""
+        """Time ``trial(name, *operands)`` for every candidate (forward and backward when the call
+        records gradients) on private copies of ``operands``, remember and return the fastest."""
         self._check_env()
-        timings, timed = time_candidates_us(trial, candidates, device, self.repeats)
+        timings, timed = time_candidates_us(trial, operands, candidates, device, self.repeats)
         measurement = Measurement(min(timings, key=timings.get), timings, timed)
         self._memory[kind] = measurement
         log.info("auto-tune measured %s (%s): %s", kind, measurement.timed,

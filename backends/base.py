@@ -3,7 +3,11 @@
 A backend computes the forward primitives on a :class:`~unigraph.structure.GraphTensors`:
 
 * ``gspmm(g, op, reduce, u, e)``: ``out[v] = reduce_{(s, v) in E} op(u[s], e[edge])`` with
-  ``reduce`` in sum / max / min (the front door turns mean into sum / in-degree). For max and
+  ``reduce`` in sum / max / min (the front door turns mean into sum / in-degree). A sum comes
+  back in the accumulation dtype (:func:`statistics_dtype`: float32 for float16/bfloat16
+  features), not rounded: the front door divides a mean in it and rounds once (a float16 hub
+  sum overflows at 65,504 where its mean does not; ``unigraph.ops.custom`` refuses another
+  dtype). For max and
   min it also returns, per output element, the source node and edge id of the extreme edge
   (``-1`` where ``v`` has no in-edges), which is all the backward pass needs; an id of an
   operand the op does not read (the edge id of copy_u, the source of copy_e) may be None.
@@ -192,7 +196,7 @@ class Backend:
         if edge_mask is not None:
             weights = weights * edge_mask.to(stats)
         out, _, _ = self.gspmm(g, "u_mul_e", "sum", h, weights.to(h.dtype).unsqueeze(-1))
-        return out, row_max, row_sum
+        return out.to(h.dtype), row_max, row_sum
 
     def gat_attention_backward(self, g: GraphTensors, h, el, er, edge_scores, negative_slope, edge_mask, out,
                                row_max, row_sum, grad_out, need):
@@ -289,9 +293,10 @@ def scatter_at_rows(values: Tensor, rows: Tensor, num_rows: int, feature_shape: 
     rows = rows.to(torch.int64)  # an int32 arg (a backend's narrower winners) would overflow ``* width``
     spare_row = torch.where(rows >= 0, rows, num_rows).reshape(rows.shape[0], offsets.numel())
     flat = (spare_row * width + offsets).reshape(-1)
-    result = values.new_zeros((num_rows + 1) * width)
-    result.index_add_(0, flat, values.reshape(-1))
-    return result[: num_rows * width].view((num_rows,) + tuple(feature_shape))
+    # a source that wins many rows sums many gradients: half precision accumulates in float32
+    result = values.new_zeros((num_rows + 1) * width, dtype=statistics_dtype(values.dtype))
+    result.index_add_(0, flat, values.reshape(-1).to(result.dtype))
+    return result[: num_rows * width].view((num_rows,) + tuple(feature_shape)).to(values.dtype)
 
 
 def operand_offsets(x: Tensor | None, features: tuple[int, ...]) -> Tensor | None:

@@ -8,7 +8,7 @@ works; the price is E x F memory traffic, which hurts on dense graphs and wide f
 torch-scatter's max/min skip NaN and report a row whose messages are all -inf (max) as empty,
 so they run only on finite messages (one ``isfinite`` pass decides); torch's ``scatter_reduce_``
 keeps the semantics of :mod:`unigraph.backends.base` and takes the rest. Half-precision sums
-accumulate in float32.
+accumulate in float32 and come back in it (the front door rounds once).
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class ScatterBackend(Backend):
             if fast:
                 return ts.scatter(messages, g.dst, dim=0, dim_size=g.num_dst, reduce="sum"), None, None
             acc = messages.new_zeros(out_shape, dtype=statistics_dtype(messages.dtype))
-            return acc.index_add_(0, g.dst, messages.to(acc.dtype)).to(messages.dtype), None, None
+            return acc.index_add_(0, g.dst, messages.to(acc.dtype)), None, None  # rounded by the caller
         if fast and bool(torch.isfinite(messages).all()):
             scatter_extreme = ts.scatter_max if reduce == "max" else ts.scatter_min
             out, arg_e = scatter_extreme(messages, g.dst, dim=0, dim_size=g.num_dst)

@@ -171,7 +171,8 @@ def _resolve_family(stats, request: Request, family: str) -> tuple[str, str, lis
     return name, f"family {family!r} resolved to {name}: {reason}", candidates
 
 
-def _tuned(stats, request: Request, trial: Callable[[str], object] | None) -> tuple[str, str, list[Candidate]]:
+def _tuned(stats, request: Request, trial: Callable[..., object] | None,
+           operands: tuple = ()) -> tuple[str, str, list[Candidate]]:
     """auto-tune: the measured winner for this kind of call (measuring it now if needed)."""
     candidates = _candidates(stats, request)
     runnable = [c.name for c in candidates if c.auto]
@@ -185,7 +186,7 @@ def _tuned(stats, request: Request, trial: Callable[[str], object] | None) -> tu
             log.info("auto-tune: %s not measured yet and cannot be measured now (%s); using the cost model's %s",
                      kind, "tracing" if trial is not None else "no inputs", name)
             return name, f"not measured yet: the cost model's choice ({reason})", candidates
-        measurement = autotune.TUNER.measure(kind, runnable, trial, request.device)
+        measurement = autotune.TUNER.measure(kind, runnable, trial, operands, request.device)
     for c in candidates:
         c.measured_us = measurement.timings_us.get(c.name)
     ranked = sorted(measurement.timings_us.items(), key=lambda item: item[1])
@@ -195,23 +196,24 @@ def _tuned(stats, request: Request, trial: Callable[[str], object] | None) -> tu
 
 
 def choose(graph, request: Request, explicit: str | None = None,
-           trial: Callable[[Backend], object] | None = None) -> Backend:
-    """The backend for this call. ``trial(backend)`` runs the call on ``backend`` (what
-    auto-tune times). Automatic decisions and family resolutions are kept on the graph."""
+           trial: Callable[..., object] | None = None, operands: tuple = ()) -> Backend:
+    """The backend for this call. ``trial(backend, *operands)`` runs the call on ``backend``
+    (what auto-tune times, on private copies of ``operands``: it must read no tensor of the
+    caller's but those). Automatic decisions and family resolutions are kept on the graph."""
     name, source = current_choice(explicit)
     if torch.compiler.is_compiling():  # dynamo passes plain constants (not dataclasses, not backends) well
         return registry.all_backends()[_traced_choice(graph, *dataclasses.astuple(request), name, source)]
-    return _decide(graph, request, name, source, trial)
+    return _decide(graph, request, name, source, trial, operands)
 
 
 def _decide(graph, request: Request, name: str, source: str,
-            trial: Callable[[Backend], object] | None = None) -> Backend:
+            trial: Callable[..., object] | None = None, operands: tuple = ()) -> Backend:
     if name in AUTO_CHOICES:
         def decide() -> Backend:
             if name == "auto":
                 return registry.get(_pick(graph.stats(), request)[0])
-            timed = None if trial is None else (lambda n: trial(registry.get(n)))
-            return registry.get(_tuned(graph.stats(), request, timed)[0])
+            timed = None if trial is None else (lambda n, *ops: trial(registry.get(n), *ops))
+            return registry.get(_tuned(graph.stats(), request, timed, operands)[0])
         return graph.memo(("unigraph.backends", name, request), decide)
     if registry.family(name) is not None:
         return graph.memo(("unigraph.backends", "family", name, request),

@@ -10,7 +10,8 @@
 torch-sparse's ``spmm_max``/``spmm_min`` skip NaN and start from the lowest finite value, so a
 row whose messages are all -inf comes back as -3.4e38: they run only on finite operands, and a
 result at that sentinel (an overflowing product) is recomputed by the segment reduce, which
-keeps the semantics of :mod:`unigraph.backends.base`. Half-precision sums accumulate in float32.
+keeps the semantics of :mod:`unigraph.backends.base`. Half-precision sums accumulate in float32
+and come back in it (the front door rounds once).
 
 Backward passes come from :mod:`unigraph.ops.gradients`: g-SpMM/g-SDDMM on the reverse graph,
 whose in-CSR is this graph's cached out-CSR, as in the DGL paper.
@@ -114,11 +115,11 @@ class SparseBackend(Backend):
             messages = apply_binary(op[2:5], u_rows, e_rows)
         messages = messages.contiguous()
         if g.num_edges == 0:
-            out = messages.new_zeros((g.num_dst,) + tuple(messages.shape[1:]))
-        elif reduce == "sum":  # accumulate half precision in float32
+            out = messages.new_zeros((g.num_dst,) + tuple(messages.shape[1:]),
+                                     dtype=statistics_dtype(messages.dtype) if reduce == "sum" else messages.dtype)
+        elif reduce == "sum":  # half precision accumulates in float32, returned unrounded
             wide = messages.to(statistics_dtype(messages.dtype))
-            summed = torch.segment_reduce(wide, "sum", offsets=g.in_ptr, axis=0)
-            out = summed.to(messages.dtype)
+            out = torch.segment_reduce(wide, "sum", offsets=g.in_ptr, axis=0)
         else:
             out = torch.segment_reduce(messages, reduce, offsets=g.in_ptr, axis=0)
             # empty segments come back as -inf/+inf; the contract says 0

@@ -68,5 +68,6 @@ def output_pool(max_bytes: int | None = None) -> dict:
             raise ValueError(f"output_pool(max_bytes={max_bytes!r}): expected a whole number of bytes >= 0 "
                              "(0 turns the pool off)")
         pool.resize(max_bytes)
+    pool.harvest()
     return {"max_bytes": pool.max_bytes, "free_bytes": pool.free_bytes, **{k: pool.stats[k] for k in
                                                                            ("new", "reused", "dropped")}}

@@ -15,8 +15,8 @@ reduces, and ``x * 0`` must stay an IEEE product.
 
 One kernel, :func:`masked`, serves four element rules (``mode``): the dropout itself
 (``SCALE``: ``a * m``), its multipliers alone (``MASK``: ``m``, for fused GAT attention), dropout
-of a ReLU (``RELU``: ``relu(a) * m``) and that one's backward (``RELU_BACKWARD``: ``a * m`` where
-``b > 0``, else 0). ``mode`` is the same for every element, so the branch is predicted (LLVM may
+of a ReLU (``RELU``: ``relu(a) * m``) and that one's backward (``RELU_BACKWARD``: 0 where
+``b <= 0``, else ``a * m``: a NaN ``b`` passes, as in torch's relu). ``mode`` is the same for every element, so the branch is predicted (LLVM may
 also hoist it out of the loop).
 
 Only ``import``ed when numba is installed (``unigraph.kernels.cpu.numba_status``).
@@ -46,9 +46,10 @@ def _element(mode, a, b, multiplier, zero):
         return multiplier
     if mode == RELU:  # relu keeps NaN, as torch.relu: 0 only where a <= 0
         return (zero if a <= zero else a) * multiplier
-    # RELU_BACKWARD: torch's threshold_backward of the dropout's gradient (a NaN gradient of a
-    # dropped positive element stays NaN there too)
-    return a * multiplier if b > zero else zero
+    # RELU_BACKWARD: torch's threshold_backward of the dropout's gradient: 0 only where b <= 0, so
+    # a NaN input passes its gradient as torch's relu does (and a NaN gradient of a dropped
+    # positive element stays NaN there too)
+    return zero if b <= zero else a * multiplier
 
 
 @numba.njit(inline="always")

@@ -12,8 +12,8 @@ instead of one store per output element, and a sum whose rounding depends on the
 atomics land in (not bitwise deterministic).
 
 sum
-    ``atomic_add`` into a zeroed accumulator (float32 for half-precision input, which then
-    rounds once at the end). When all edges of a block share one destination (a hub's run of
+    ``atomic_add`` into a zeroed accumulator (float32 for half-precision input, returned as it
+    is: the caller rounds once, after a mean's division). When all edges of a block share one destination (a hub's run of
     edges in a destination-sorted edge list) the block first sums its tile and issues one
     atomic per feature instead of ``BLOCK_E``, which removes the contention on the hub's row.
 max / min
@@ -119,7 +119,8 @@ def spmm_edge(src: Tensor, dst: Tensor, num_dst: int, op: str, reduce: str, u: T
 
     Same arguments as :func:`unigraph.kernels.triton.spmm_node.spmm_node`; max/min need float32
     or float64 features (see the module docstring). Returns ``(out, arg_e)``: the edge id of
-    each element's extreme edge (-1 for rows without edges) for max/min, None for sum.
+    each element's extreme edge (-1 for rows without edges) for max/min, None for sum. A sum
+    comes back in the accumulator's dtype (float32 for half precision), unrounded.
     """
     check_launchable(src, u, e)
     like = u if u is not None else e
@@ -152,8 +153,8 @@ def spmm_edge(src: Tensor, dst: Tensor, num_dst: int, op: str, reduce: str, u: T
         if reduce != "sum":
             spmm_edge_kernel[grid](*args, ARG_PASS=True, **common)
     out_shape = (num_dst,) + features
-    if reduce == "sum":
-        return acc.to(like.dtype).reshape(out_shape), None
+    if reduce == "sum":  # unrounded: the caller divides a mean in it first
+        return acc.reshape(out_shape), None
     found = arg_e < num_edges
     out = torch.where(found, acc, torch.zeros((), dtype=acc_dtype, device=acc.device)).to(like.dtype)
     return out.reshape(out_shape), torch.where(found, arg_e, -1).reshape(out_shape)

@@ -30,8 +30,8 @@ from torch import Tensor
 
 from unigraph.kernels.triton.messages import beats, combine, csr_row, extreme_with_index, operand_columns
 from unigraph.kernels.triton.runtime import (
-    INTERPRETER_BLOCK_E, accumulator, check_launchable, checked_grid, degree_bucket, feature_block, flat, needs_int64,
-    pointer_or, tuning)
+    INTERPRETER_BLOCK_E, accumulator, accumulator_torch, check_launchable, checked_grid, degree_bucket, feature_block,
+    flat, needs_int64, pointer_or, tuning)
 
 # Edge-chunk sizes to try: short chunks waste fewer masked lanes on low-degree rows, long ones
 # keep more loads in flight on high-degree rows (hence the mean degree in the tuning key).
@@ -125,13 +125,15 @@ def spmm_node(ptr: Tensor, src: Tensor, eid: Tensor, num_dst: int, op: str, redu
         u_off, e_off: each operand's broadcast offset table (None: it has the output's shape).
 
     Returns ``(out [num_dst, *features], arg_u, arg_e)``; the arg tensors (source node and edge
-    id of the extreme edge, -1 for rows without edges) only for max/min, None for sum.
+    id of the extreme edge, -1 for rows without edges) only for max/min, None for sum. A sum is
+    stored in the accumulator's dtype (float32 for half precision), unrounded.
     """
     check_launchable(ptr, u, e)
     like = u if u is not None else e
     width = math.prod(features)
-    out = torch.empty((num_dst,) + features, dtype=like.dtype, device=like.device)
     extreme = reduce != "sum"
+    out = torch.empty((num_dst,) + features, dtype=like.dtype if extreme else accumulator_torch(like.dtype),
+                      device=like.device)
     arg_u = torch.empty(out.shape, dtype=torch.int64, device=out.device) if extreme else None
     arg_e = torch.empty(out.shape, dtype=torch.int64, device=out.device) if extreme else None
     if out.numel() == 0:

@@ -74,6 +74,21 @@ def test_a_block_comes_back_only_after_every_view_is_gone(poisoned_output_pool):
     assert again.data_ptr() == ptr            # now recycled
 
 
+def test_a_detached_alias_keeps_the_block(poisoned_output_pool):
+    """``detach()`` shares the storage without keeping the tensor: the block waits for it too."""
+    t = alloc.empty((1000, 8), torch.float32)
+    alias, ptr = t.detach(), t.data_ptr()
+    del t
+    gc.collect()
+    other = alloc.empty((1000, 8), torch.float32)
+    assert other.data_ptr() != ptr
+    alias.fill_(1.0)
+    assert other.isnan().all()
+    del alias
+    gc.collect()
+    assert alloc.empty((1000, 8), torch.float32).data_ptr() == ptr
+
+
 def test_tensors_saved_for_backward_keep_their_block(poisoned_output_pool):
     x = torch.randn(64, 16, requires_grad=True)
     from unigraph.nn import pooled_linear
@@ -98,6 +113,7 @@ def test_freeing_on_other_threads(poisoned_output_pool):
     for t in threads:
         t.join()
     gc.collect()
+    poisoned_output_pool.harvest()  # the last block freed waits for the next request (or this)
     assert len(poisoned_output_pool.sizes) == 8 and poisoned_output_pool.free_bytes == sum(s for s, _ in poisoned_output_pool.sizes)
 
 
@@ -110,8 +126,9 @@ def test_the_pool_keeps_at_most_its_bound_and_drops_the_oldest(monkeypatch):
     for i in range(5):                                                    # freed oldest first
         blocks[i] = None
     gc.collect()
+    pool.harvest()
     assert pool.free_bytes == 8 << 20 and pool.stats["dropped"] == 3
-    assert sorted(block.ctypes.data for block in pool.blocks.values()) == sorted(ptrs[3:])
+    assert sorted(block.data_ptr() for block in pool.blocks.values()) == sorted(ptrs[3:])
 
 
 def test_requests_reuse_only_blocks_of_about_their_size(poisoned_output_pool):
@@ -133,8 +150,26 @@ def test_pooled_tensors_are_ordinary_tensors(poisoned_output_pool, dtype):
     t.fill_(1)                                          # in place
     assert int(t.to(torch.int64).sum()) == 37 * 5
     assert torch.equal(torch.from_numpy(t.numpy()) if dtype not in (torch.bfloat16,) else t, t)
-    with pytest.raises(RuntimeError):                   # growing past the block refuses, never overruns
-        t.resize_(1 << 24, 5)
+
+
+@pytest.mark.parametrize("grow", [(1 << 22, 5), (40, 5), (37 * 5 * 20,)])
+def test_pooled_outputs_grow_with_resize_as_plain_tensors(poisoned_output_pool, grow):
+    """``resize_`` past the block (or within it) as on a ``torch.empty`` tensor: the elements kept
+    keep their values; the grown tensor is usable, and its memory comes back to the pool later."""
+    t = alloc.empty((37, 5), torch.float64)
+    plain = torch.empty((37, 5), dtype=torch.float64)
+    for x in (t, plain):
+        x.copy_(torch.arange(37 * 5, dtype=torch.float64).view(37, 5))
+        x.resize_(*grow)
+        x.view(-1)[185:].fill_(2.0)
+    assert t.shape == plain.shape and t.is_contiguous()
+    torch.testing.assert_close(t, plain, rtol=0, atol=0)
+    grown = t.untyped_storage().nbytes()
+    del t
+    gc.collect()
+    poisoned_output_pool.harvest()
+    assert not poisoned_output_pool.lent  # given back (kept, or dropped when above the bound)
+    assert (grown in {size for size, _ in poisoned_output_pool.sizes}) == (grown <= poisoned_output_pool.max_bytes)
 
 
 def test_pooling_off_gives_torch_empty(monkeypatch):

@@ -13,14 +13,20 @@ A layer's ``forward(a, b, ...)`` takes either
   ``(x_src, x_dst)`` pair, which makes the graph bipartite).
 
 :func:`resolve` turns either into a :class:`Call` holding a ``Graph``; the layers never see the
-other forms. Converted graphs are cached per adjacency object, keyed on its identity *and* its
-in-place version counter (``tensor._version``; for a ``SparseTensor`` those of its index and value
-tensors; for a DGL graph its structure object, which DGL replaces when edges are added or
-removed), so a full-batch loop converts once and a tensor changed in place is converted again.
-The cache holds weak references to the adjacency and at most ``CACHE_SIZE`` graphs, so it keeps
-nothing alive. Inference-mode tensors have no version counter: they are converted on every call.
-The same ``Graph`` object comes back on a hit, so everything cached on it (formats, self-loops,
-GCN's normalization) is reused too.
+other forms. Converted *structures* are cached per adjacency object, keyed on its identity and,
+for each of its index tensors (``edge_index``; a ``SparseTensor``'s ``rowptr`` and ``col``; a
+torch sparse matrix's indices), the in-place version counter, storage address and shape; a hit
+also re-reads ``PROBES`` evenly spaced entries of each index tensor (all of them in a graph of at
+most ``PROBES`` edges) and compares them with those it was built from, which catches a buffer
+rewritten behind the version counter. A DGL graph is keyed on its structure object, which DGL
+replaces when edges are added or removed. Values (edge weights, relation ids) are never cached:
+they are read from the adjacency on every call, so ``SparseTensor.set_value_`` and any write to
+them is seen. So a full-batch loop converts once, and an index tensor changed in place is
+converted again. The cache holds weak references to the adjacency and at most ``CACHE_SIZE``
+graphs, so it keeps nothing alive. Inference-mode tensors have no version counter: they are
+converted on every call. The same ``Graph`` object comes back on a hit, so everything cached on
+it (formats, self-loops, GCN's normalization) is reused too. What this cannot see is listed in
+docs/call_forms.md ("What the fast paths assume").
 
 Everything that is not one of these forms is refused with a ``TypeError``/``ValueError`` naming the
 accepted forms, before any kernel runs.
@@ -168,26 +174,28 @@ def _check_features(who: str, x: Any) -> None:
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 
 
-def _cached(obj: Any, stamp: Any, key: tuple, build) -> Any:
-    """``build()`` cached under ``(id(obj),) + key`` while ``obj`` is alive and its ``stamp`` (version
-    counters) is unchanged; ``stamp`` None means it cannot be tracked: no caching."""
-    return _cached_all((obj,), stamp, key, build)
+def _cached(obj: Any, stamp: Any, key: tuple, build, probed: tuple = ()) -> Any:
+    """``build()`` cached under ``(id(obj),) + key`` while ``obj`` is alive, its ``stamp`` is
+    unchanged and the sampled entries of its ``probed`` index tensors read as when it was built;
+    ``stamp`` None means it cannot be tracked: no caching."""
+    return _cached_all((obj,), stamp, key, build, probed)
 
 
-def _cached_all(objs: tuple, stamp: Any, key: tuple, build) -> Any:
+def _cached_all(objs: tuple, stamp: Any, key: tuple, build, probed: tuple = ()) -> Any:
     """:func:`_cached` for a value built from several objects (a dict of adjacencies): it hits only
-    while every one of them is alive, the same object, and ``stamp`` is unchanged."""
+    while every one of them is alive, the same object, ``stamp`` is unchanged and the probes match."""
     if stamp is None:
         return build()
     full_key = tuple(id(obj) for obj in objs) + key
     entry = _CACHE.get(full_key)
-    if entry is not None and all(ref() is obj for ref, obj in zip(entry[0], objs)) and entry[1] == stamp:
+    if (entry is not None and all(ref() is obj for ref, obj in zip(entry[0], objs)) and entry[1] == stamp
+            and _probes_match(entry[3], probed)):
         _CACHE.move_to_end(full_key)
         return entry[2]
     value = build()
     # the weak references' callbacks drop the entry as soon as one object dies (so a reused id cannot hit)
     refs = tuple(weakref.ref(obj, lambda _, k=full_key: _CACHE.pop(k, None)) for obj in objs)
-    _CACHE[full_key] = (refs, stamp, value)
+    _CACHE[full_key] = (refs, stamp, value, _probes(probed))
     _CACHE.move_to_end(full_key)
     while len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -198,12 +206,46 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def _version(tensor: Tensor | None) -> int | None:
-    if tensor is None:
-        return -1
-    if tensor.is_inference():
+def _stamp(*tensors: Tensor) -> tuple | None:
+    """What a hit re-checks of an adjacency's index tensors, besides the probes: each one's in-place
+    version, storage address and shape (a ``.data =`` or ``set_`` swap moves the address). None for
+    inference tensors (no version counter): then nothing is cached. While torch.compile traces
+    (no storage to read), the versions alone."""
+    if any(t.is_inference() for t in tensors):
         return None
-    return tensor._version
+    if torch.compiler.is_compiling():
+        return tuple(t._version for t in tensors)
+    return tuple((t._version, t.data_ptr(), tuple(t.shape)) for t in tensors)
+
+
+# Writes that bypass the version counter (``.data``, ``.numpy()``, DLPack, ``untyped_storage()``)
+# change no stamp. Reading every index on every call would cost as much as a layer's own pass over
+# the edges, so a hit re-reads PROBES entries of each index tensor, evenly spaced along its last
+# dimension, and compares them with those read when the entry was built: every entry of a graph
+# with at most PROBES edges (exact there), and a rewritten buffer (a loader copying the next batch
+# in) in bigger ones. A write to a few entries of a bigger graph between the probes is not seen.
+PROBES = 512
+
+
+def _positions(t: Tensor) -> Tensor:
+    """The probed entries of ``t`` as ``torch.take`` indexes it (row-major, whatever the strides)."""
+    length = t.shape[-1]
+    at = torch.arange(min(length, PROBES), device=t.device)
+    if length > PROBES:
+        at = at * (length - 1) // (PROBES - 1)
+    rows = t.numel() // length if length else 0
+    return (torch.arange(rows, device=t.device)[:, None] * length + at).reshape(-1)
+
+
+def _probes(tensors: tuple) -> tuple:
+    """``(positions, entries there)`` of each index tensor, read now."""
+    if torch.compiler.is_compiling():
+        return ()
+    return tuple((at, torch.take(t, at)) for t in tensors for at in (_positions(t),))
+
+
+def _probes_match(probes: tuple, tensors: tuple) -> bool:
+    return not probes or all(torch.equal(torch.take(t, at), seen) for (at, seen), t in zip(probes, tensors))
 
 
 # ---------------------------------------------------------------------- conversions
@@ -262,8 +304,8 @@ def _from_adjacency(who: str, x: Any, adj: Any, size: Any, values: str = "edge_w
 
 
 def _edge_index_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
-    return _cached(edge_index, _version(edge_index), ("edge_index", counts, bipartite),
-                   lambda: _new_graph(who, edge_index, counts, bipartite))
+    return _cached(edge_index, _stamp(edge_index), ("edge_index", counts, bipartite),
+                   lambda: _new_graph(who, edge_index, counts, bipartite), (edge_index,))
 
 
 def _new_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
@@ -287,16 +329,11 @@ def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any, values: str = "ed
                         ) -> tuple[Graph, Tensor | None, str]:
     counts, bipartite = _adjacency_counts(who, x, tuple(adj.sizes()), size)
     storage = adj.storage
-    value = storage.value()
-    stamp = tuple(_version(t) for t in (storage.rowptr(), storage.col(), value))
-    if None in stamp or (value is not None and value.requires_grad):  # weights with a history: fresh each call
-        stamp = None
-
-    def build() -> tuple[Graph, Tensor | None]:
-        dst, src = storage.row(), storage.col()
-        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values)
-    graph, weights = _cached(adj, stamp, ("sparse_tensor", counts, bipartite, values), build)
-    return graph, weights, "sparse_tensor"
+    index = (storage.rowptr(), storage.col())
+    # the structure is cached; the values are read on every call (``set_value_`` puts in a new tensor)
+    graph = _cached(adj, _stamp(*index), ("sparse_tensor", counts, bipartite),
+                    lambda: _new_graph(who, torch.stack([storage.col(), storage.row()]), counts, bipartite), index)
+    return graph, _values(who, storage.value(), values), "sparse_tensor"
 
 
 def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "edge_weight"
@@ -305,17 +342,53 @@ def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "
         raise ValueError(f"{who}: a sparse adjacency must be a 2-D matrix adj_t[dst, src] with scalar values, got "
                          f"shape {list(adj.shape)}")
     counts, bipartite = _adjacency_counts(who, x, tuple(adj.shape), size)
-
-    def build() -> tuple[Graph, Tensor | None]:
-        if values == "edge_type":  # relation ids: never summed, so the entries are read as stored
-            dst, src, value = sparse_entries(adj)
-            return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values)
+    if adj.requires_grad:  # weights with a history: converted (differentiably) on every call
         coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
+        if values == "edge_type":
+            dst, src, value = sparse_entries(adj)
+            return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values), \
+                "torch_sparse"
         dst, src = coo.indices()
-        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, coo.values())
-    stamp = None if adj.requires_grad else _version(adj)  # weights with a history: fresh each call
-    graph, weights = _cached(adj, stamp, ("torch_sparse", counts, bipartite, values), build)
-    return graph, weights, "torch_sparse"
+        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, coo.values()), "torch_sparse"
+    # the structure (and where each stored entry goes) is cached; the values are read on every call
+    index = _index_tensors(adj)
+    stamp = _stamp(*index)
+    graph, slot = _cached(adj, stamp if stamp is None else stamp + (adj._version,),
+                          ("torch_sparse", counts, bipartite, values),
+                          lambda: _torch_sparse_structure(who, adj, counts, bipartite, values), index)
+    value = adj._values() if adj.layout == torch.sparse_coo else adj.values()
+    if values == "edge_type":  # relation ids: never summed, so the entries are read as stored
+        return graph, _values(who, value, values), "torch_sparse"
+    if slot is not None:  # duplicates summed, entries in (dst, src) order, as coalesce() does
+        value = value.new_zeros(graph.num_edges).index_add_(0, slot, value)
+    return graph, _weights(who, value), "torch_sparse"
+
+
+def _torch_sparse_structure(who: str, adj: Tensor, counts: tuple[int, int], bipartite: bool,
+                            values: str) -> tuple[Graph, Tensor | None]:
+    """The graph of a torch sparse adjacency and ``slot``: the edge each stored entry is summed
+    into, or None when that is the entry's own position (coalesced storage in (dst, src) order:
+    a coalesced COO or a CSR without duplicates). Relation ids keep the storage order (slot None)."""
+    dst, src, _ = sparse_entries(adj)
+    if values == "edge_type":
+        return _new_graph(who, torch.stack([src, dst]), counts, bipartite), None
+    keys, slot = torch.unique(dst * counts[0] + src, sorted=True, return_inverse=True)
+    edges = torch.stack([keys % counts[0], keys // counts[0]]) if counts[0] else torch.stack([src, dst])
+    identity = slot.numel() == keys.numel() and bool((slot == torch.arange(slot.numel(), device=slot.device)).all())
+    return _new_graph(who, edges, counts, bipartite), None if identity else slot
+
+
+def _index_tensors(adj: Any) -> tuple:
+    """The tensors that hold an adjacency's structure (what a cache hit re-checks)."""
+    if _is_sparse_tensor(adj):
+        return adj.storage.rowptr(), adj.storage.col()
+    if isinstance(adj, Tensor) and adj.layout == torch.sparse_coo:
+        return (adj._indices(),)
+    if isinstance(adj, Tensor) and adj.layout == torch.sparse_csr:
+        return adj.crow_indices(), adj.col_indices()
+    if isinstance(adj, Tensor) and adj.layout == torch.sparse_csc:
+        return adj.ccol_indices(), adj.row_indices()
+    return (adj,)
 
 
 def _values(who: str, value: Tensor | None, kind: str) -> Tensor | None:
@@ -404,7 +477,8 @@ def hetero_graph(who: str, x_dict: Mapping[str, Tensor], edge_index_dict: Mappin
     adjs = tuple(edge_index_dict.values())
     relations = tuple(check_relation(key) for key in edge_index_dict)
     counts = tuple((t, x.shape[0]) for t, x in x_dict.items())
-    stamps = tuple(_adjacency_stamp(adj) for adj in adjs)
+    indexes = tuple(_index_tensors(adj) for adj in adjs)
+    stamps = tuple(_stamp(*index) for index in indexes)
     stamp = None if None in stamps else stamps
 
     def build():
@@ -413,15 +487,7 @@ def hetero_graph(who: str, x_dict: Mapping[str, Tensor], edge_index_dict: Mappin
             return HeteroGraph(edges, num_nodes=dict(counts))
         except (TypeError, ValueError) as err:  # the HeteroGraph names the problem; say who was called
             raise type(err)(f"{who}: {err}") from None
-    return _cached_all(adjs, stamp, ("hetero", relations, counts), build)
-
-
-def _adjacency_stamp(adj: Any) -> Any:
-    if _is_sparse_tensor(adj):
-        storage = adj.storage
-        stamp = tuple(_version(t) for t in (storage.rowptr(), storage.col()))
-        return None if None in stamp else stamp
-    return _version(adj)
+    return _cached_all(adjs, stamp, ("hetero", relations, counts), build, sum(indexes, ()))
 
 
 def _edge_index_of(adj: Any) -> Tensor:

@@ -177,7 +177,7 @@ class _CounterReluDropout(torch.autograd.Function):
 
 
 class _ReluDropoutGrad(torch.autograd.Function):
-    """g -> g * m / (1 - p) where x > 0, else 0: linear in g (its own adjoint), piecewise
+    """g -> 0 where x <= 0, else g * m / (1 - p) (a NaN x passes g, as torch's relu): linear in g (its own adjoint), piecewise
     constant in x (zero derivative), so twice differentiable like torch's relu."""
 
     @staticmethod

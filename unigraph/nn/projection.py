@@ -44,8 +44,10 @@ def to_csr(x: Tensor) -> Tensor:
 
 
 class _TransposeCache:
-    """Transposed CSR structure per sparsity pattern. Entries hold the index tensors themselves, so
-    their storage (and data pointers, the key) stays alive while cached."""
+    """Transposed CSR structure per sparsity pattern, keyed on the index tensors' addresses. Entries
+    hold copies of the index tensors, and a hit compares them with the current ones (a pass over
+    the non-zeros, next to the backward product's pass per output column): an index tensor written
+    in place, whichever way, or a reused address is never read as the old pattern."""
 
     def __init__(self, size: int):
         self._entries: collections.OrderedDict = collections.OrderedDict()
@@ -57,13 +59,15 @@ class _TransposeCache:
         crow, col = x.crow_indices(), x.col_indices()
         key = (crow.data_ptr(), col.data_ptr(), col.numel(), tuple(x.shape), x.device)
         entry = self._entries.get(key)
+        if entry is not None and not (torch.equal(entry[0], crow) and torch.equal(entry[1], col)):
+            entry = None
         if entry is None:
             rows = torch.repeat_interleave(torch.arange(x.shape[0], device=crow.device), crow[1:] - crow[:-1],
                                            output_size=col.numel())
             perm = torch.sort(col, stable=True).indices
             crow_t = torch.zeros(x.shape[1] + 1, dtype=crow.dtype, device=crow.device)
             torch.cumsum(torch.bincount(col, minlength=x.shape[1]), 0, out=crow_t[1:])
-            entry = (crow, col, crow_t, rows[perm].to(col.dtype), perm)
+            entry = (crow.clone(), col.clone(), crow_t, rows[perm].to(col.dtype), perm)
             self._entries[key] = entry
             if len(self._entries) > self._size:
                 self._entries.popitem(last=False)
@@ -145,7 +149,10 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     """A CSR copy of a dense CPU feature matrix that is mostly zeros (bag-of-words), else ``x``.
 
     The density is estimated on the first rows (cheap when the answer is "dense"); copies are
-    cached per tensor (and its in-place version counter), so full-batch training converts once.
+    cached per tensor (its storage address, in-place version, shape, strides and dtype), so
+    full-batch training converts once. Every hit re-checks the copy against ``x`` exactly
+    (:func:`_copy_is_current`), so a write that bypasses the version counter (``.data``,
+    ``.numpy()``, DLPack, ``untyped_storage()``) is seen too: the copy is rebuilt.
     Tensors that need gradients, GPU tensors, inference-mode tensors (no version counter to key the
     cache on) and sparse tensors are returned as they are, and so is everything while
     ``torch.compile`` traces (its graphs hold dense tensors). A "dense" verdict is cached too, so a
@@ -157,34 +164,72 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     key = (x.data_ptr(), x._version, tuple(x.shape), x.stride(), x.dtype, SPARSE_INPUT_DENSITY)
     cached = _SPARSE_COPIES.get(key)
     if cached is not None and cached[0]() is x:
-        return cached[1] if cached[1] is not None else x
+        if cached[1] is None:  # "dense": the dense product is exact whatever x holds now
+            return x
+        if _copy_is_current(x, *cached[1:]):
+            return cached[1]
     sample = x[:_DENSITY_SAMPLE_ROWS]
     if int(torch.count_nonzero(sample)) > SPARSE_INPUT_DENSITY * sample.numel():
         _remember(key, x, None)
         return x
+    csr = _csr_of_dense(x)
+    crow = csr.crow_indices()
+    rows = torch.repeat_interleave(torch.arange(x.shape[0], device=crow.device), crow.diff(),
+                                   output_size=csr.values().numel())
+    _remember(key, x, csr, rows)
+    return csr
+
+
+def _csr_of_dense(x: Tensor) -> Tensor:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        csr = x.to_sparse_csr()
-    _remember(key, x, csr)
-    return csr
+        return x.to_sparse_csr()
+
+
+_SAME_SIZE_INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _copy_is_current(x: Tensor, csr: Tensor, rows: Tensor) -> bool:
+    """Whether ``x`` still equals its CSR copy, exactly: as many non-zeros as the copy stores, and
+    the copy's values, bit for bit, at its positions (then every other entry is zero). One pass
+    over ``x`` and a gather of the non-zeros: about the sparse product's own cost, several times
+    less than the dense product and than rebuilding the copy (see docs/call_forms.md)."""
+    values = csr.values()
+    if int(torch.count_nonzero(x)) != values.numel():
+        return False
+    bits = _SAME_SIZE_INTS[x.element_size()]
+    return torch.equal(x[rows, csr.col_indices()].view(bits), values.view(bits))
 
 
 def cached_csr(x: Tensor) -> Tensor:
-    """``x`` (sparse) as CSR; a COO tensor's copy is cached per tensor and in-place version."""
-    if x.layout == torch.sparse_csr or torch.compiler.is_compiling() or x.is_inference():
+    """``x`` (sparse) as CSR. A coalesced COO tensor's copy is cached per tensor and in-place
+    version, and every hit re-checks it against ``x`` exactly (indices and values, bit for bit: a
+    pass over the non-zeros, a fraction of the product's cost), so writes that bypass the version
+    counter are seen. Uncoalesced COO tensors (a sort to convert) and COO values that need
+    gradients are converted on every call."""
+    if (x.layout == torch.sparse_csr or torch.compiler.is_compiling() or x.is_inference() or x.requires_grad
+            or not x.is_coalesced()):
         return to_csr(x)
     key = ("csr", id(x), x._version)
     cached = _SPARSE_COPIES.get(key)
-    if cached is not None and cached[0]() is x:
-        return cached[1] if cached[1] is not None else x
+    if cached is not None and cached[0]() is x and _coo_copy_is_current(x, *cached[1:]):
+        return cached[1]
     csr = to_csr(x)
-    _remember(key, x, csr)
+    _remember(key, x, csr, x._indices()[0].clone())
     return csr
 
 
-def _remember(key: tuple, x: Tensor, copy: Tensor) -> None:
+def _coo_copy_is_current(x: Tensor, csr: Tensor, rows: Tensor) -> bool:
+    """Whether the coalesced COO ``x`` still holds its CSR copy's entries (the same order)."""
+    index, values = x._indices(), x._values()
+    bits = _SAME_SIZE_INTS[values.element_size()]
+    return (index.shape[1] == rows.numel() and torch.equal(index[0], rows) and torch.equal(index[1], csr.col_indices())
+            and torch.equal(values.view(bits), csr.values().view(bits)))
+
+
+def _remember(key: tuple, x: Tensor, copy: Tensor | None, *extra: Tensor) -> None:
     # a weak reference: the entry holds no input alive, and `ref() is x` refuses a reused address
-    _SPARSE_COPIES[key] = (weakref.ref(x), copy)
+    _SPARSE_COPIES[key] = (weakref.ref(x), copy) + extra
     if len(_SPARSE_COPIES) > _SPARSE_COPIES_SIZE:
         _SPARSE_COPIES.popitem(last=False)
 

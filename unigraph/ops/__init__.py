@@ -93,7 +93,8 @@ def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | N
     features = check_gspmm(gt, op, reduce, u, e)
     u, e = _aligned(u, e)
     request = _request("gspmm", op, reduce, features, u if u is not None else e, u, e)
-    chosen = selector.choose(g, request, backend, trial=lambda b: call_gspmm(gt, b, op, reduce, u, e))
+    chosen = selector.choose(g, request, backend, trial=lambda b, u, e: call_gspmm(gt, b, op, reduce, u, e),
+                             operands=(u, e))
     return call_gspmm(gt, chosen, op, reduce, u, e).reshape((gt.num_dst,) + features)
 
 
@@ -123,8 +124,8 @@ def gsddmm(g: Graph, op: str, lhs: Tensor | None, rhs: Tensor | None, lhs_target
     # the cost of dot is in the elements it multiplies, not in its one output per slice
     work = features + (max(lhs.shape[-1], rhs.shape[-1]),) if op == "dot" else features
     request = _request("gsddmm", op, None, work, lhs if lhs is not None else rhs, lhs, rhs)
-    chosen = selector.choose(g, request, backend,
-                             trial=lambda b: call_gsddmm(gt, b, op, lhs, rhs, lhs_target, rhs_target))
+    chosen = selector.choose(g, request, backend, operands=(lhs, rhs),
+                             trial=lambda b, lhs, rhs: call_gsddmm(gt, b, op, lhs, rhs, lhs_target, rhs_target))
     return call_gsddmm(gt, chosen, op, lhs, rhs, lhs_target, rhs_target).reshape((gt.num_edges,) + features)
 
 
@@ -137,7 +138,8 @@ def edge_softmax(g: Graph, scores: Tensor, *, backend: str | None = None) -> Ten
     shape = scores.shape
     scores, _ = _aligned(scores, None)
     request = _request("edge_softmax", "softmax", None, tuple(shape[1:]), scores, scores)
-    chosen = selector.choose(g, request, backend, trial=lambda b: call_edge_softmax(gt, b, scores))
+    chosen = selector.choose(g, request, backend, trial=lambda b, scores: call_edge_softmax(gt, b, scores),
+                             operands=(scores,))
     return call_edge_softmax(gt, chosen, scores).reshape(shape)
 
 
@@ -173,8 +175,8 @@ def gat_attention(g: Graph, h: Tensor, el: Tensor, er: Tensor, negative_slope: f
     check_gat_attention(gt, h, el, er, edge_scores, negative_slope, edge_mask)
     slope = float(negative_slope)
     request = _request("gat_attention", "gat", None, tuple(h.shape[1:]), h, h, el, er, edge_scores, edge_mask)
-    chosen = selector.choose(g, request, backend, trial=lambda b: call_gat_attention(
-        gt, b, h, el, er, edge_scores, slope, edge_mask))
+    chosen = selector.choose(g, request, backend, operands=(h, el, er, edge_scores, edge_mask),
+                             trial=lambda b, h, el, er, ee, mask: call_gat_attention(gt, b, h, el, er, ee, slope, mask))
     return call_gat_attention(gt, chosen, h, el, er, edge_scores, slope, edge_mask)
 
 

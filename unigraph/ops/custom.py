@@ -86,8 +86,7 @@ class GSpMM(torch.autograd.Function):
         like = u if u is not None else e
         with _no_autocast(like.device):
             out, arg_u, arg_e = backend.gspmm(g, op, "sum" if reduce == "mean" else reduce, u, e)
-        if reduce == "mean":  # in place: every backend returns a fresh output, aliased by nothing
-            out = out.div_(gradients.in_degree_divisor(g, out))
+        out = _rounded_once(g, backend, reduce, out, like.dtype)
         # Only the arg of an operand the op reads is kept (copy_u: arg_u, copy_e: arg_e), as its
         # backward needs no other; a backend may skip computing the other one (None).
         used_u, used_e = _args_used(op, reduce)
@@ -110,6 +109,22 @@ class GSpMM(torch.autograd.Function):
         du, de = gradients.gspmm_backward(ctx.graph, *ctx.meta, u, e, arg_u, arg_e, grad_out.contiguous(),
                                           ctx.needs_input_grad[4], ctx.needs_input_grad[5])
         return None, None, None, None, du, de
+
+
+def _rounded_once(g: GraphTensors, backend: Backend, reduce: str, out: Tensor, dtype: torch.dtype) -> Tensor:
+    """A backend's g-SpMM result in ``dtype``: a sum arrives in the accumulation dtype (float32
+    for half precision; :mod:`unigraph.backends.base`), a mean is divided in it, then each is
+    rounded once. A float16 hub's sum overflows at 65,504 and its in-degree does too, where its
+    mean does not. Another dtype from a backend is refused: it would be silently inexact."""
+    if reduce in ("max", "min"):
+        return out
+    expected = statistics_dtype(dtype)
+    if out.dtype != expected:
+        raise RuntimeError(f"backend {backend.name!r} returned a {out.dtype} sum for {dtype} features; the backend "
+                           f"contract (unigraph.backends.base) asks for the unrounded {expected} accumulator")
+    if reduce == "mean":  # in place: every backend returns a fresh output, aliased by nothing
+        out = out.div_(gradients.in_degree_divisor(g, out))
+    return out.to(dtype)
 
 
 def _gspmm_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, op: str, reduce: str,

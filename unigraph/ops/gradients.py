@@ -15,7 +15,8 @@ g-SpMM, sum, :math:`out_v = \sum_{(s,v)} u_s \otimes e_{sv}`:
   ``[E, H, 1]``) that is ``gsddmm(G, dot, u, go)``, with no E x H x F tensor
 * u_div_e: ``du = reduce_to(gspmm(G^T, u_div_e, sum, go, e), u)``,
   ``de = -reduce_to(gsddmm(G, mul, u, go), e) / e^2``
-* mean: the sum rules applied to ``go / max(in_degree, 1)``.
+* mean: the sum rules applied to ``go / max(in_degree, 1)`` (for half precision all in float32,
+  each gradient rounded once).
 
 g-SpMM, max/min: only the arg-extreme edge of each output element receives gradient, so the
 rules above become scatters at ``arg_u`` (source) and ``arg_e`` (edge) recorded by the forward.
@@ -53,7 +54,7 @@ import math
 import torch
 from torch import Tensor
 
-from unigraph.backends.base import scatter_at_rows
+from unigraph.backends.base import scatter_at_rows, statistics_dtype
 from unigraph.ops.broadcast import broadcast_offsets, reduce_to_shape
 from unigraph.structure import GraphTensors
 
@@ -89,6 +90,8 @@ def gspmm_backward(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | N
     if reduce in ("max", "min"):
         return _gspmm_extreme_backward(g, backend, op, u, e, arg_u, arg_e, go, need_u, need_e)
     if reduce == "mean":
+        if statistics_dtype(go.dtype) != go.dtype:
+            return _half_mean_backward(g, backend, op, u, e, go, need_u, need_e)
         go = go / in_degree_divisor(g, go)
     rev = g.reverse()
     du = de = None
@@ -111,6 +114,16 @@ def gspmm_backward(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | N
             de = _edge_grad_of_product(g, backend, u, go, fe)
             de = -de / (e * e) if op == "u_div_e" else de
     return du, de
+
+
+def _half_mean_backward(g: GraphTensors, backend, op: str, u, e, go: Tensor, need_u: bool, need_e: bool):
+    """Mean's backward for half precision: ``go / in_degree`` and the sums after it in float32,
+    each gradient rounded once (a float16 in-degree above 65,504 is inf, and ``go / 70000`` is
+    subnormal in float16, where summing 1,000 of them loses 0.2%)."""
+    wide = statistics_dtype(go.dtype)
+    du, de = gspmm_backward(g, backend, op, "mean", u.to(wide) if u is not None else None,
+                            e.to(wide) if e is not None else None, None, None, go.to(wide), need_u, need_e)
+    return (du.to(u.dtype) if du is not None else None), (de.to(e.dtype) if de is not None else None)
 
 
 def _edge_grad_of_product(g: GraphTensors, backend, u: Tensor, go: Tensor, fe: tuple) -> Tensor:
