@@ -31,6 +31,7 @@ import unigraph
 from unigraph.data.errors import DataFileError
 from unigraph.train import checkpoint as ckpt
 from unigraph import bench
+from unigraph.cli_parser import Parser
 from unigraph.distributed import cli as partitioned
 from unigraph.train import job as jobs
 from unigraph.train import task_jobs
@@ -39,7 +40,7 @@ from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, launch
 from unigraph.train.layers import stage_bounds
 from unigraph.train.models import HETERO_MODELS, model_names
-from unigraph.train.trainer import check_resume_config
+from unigraph.train.trainer import check_resume_config, make_optimizer
 
 # What a user's mistake raises (a bad argument, a missing, damaged or hostile file): a message, no traceback.
 # DataFileError (a ValueError) covers every file a loader refuses, naming it.
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser and its ``train`` and ``bench`` sub-parsers (whose ``error`` reports bad
     arguments)."""
-    parser = argparse.ArgumentParser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
+    parser = Parser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
                                      "kernels for your graph")
     commands = parser.add_subparsers(dest="command", metavar="{train,partition,info,bench}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
@@ -189,11 +190,12 @@ def spec_from_args(args) -> jobs.JobSpec:
                         pipeline=pipeline, backend=args.backend, threads=args.threads, world_size=world)
 
 
-def check_files(spec: jobs.JobSpec, layout: dict | None = None) -> None:
+def check_files(spec: jobs.JobSpec, layout: dict | None = None, model=None) -> None:
     """The files the job will write or resume from, checked now rather than after an epoch: the
     checkpoint directory must be writable, a checkpoint to resume must be intact, complete and
-    written by a run with these settings, no more epochs than this one trains and, when given,
-    the trainers' ``layout`` (e.g. the same partition set)."""
+    written by a run with these settings, no more epochs than this one trains, when given the
+    trainers' ``layout`` (e.g. the same partition set) and, given the job's ``model``, restorable
+    into it and a fresh optimizer (keys, shapes, hyperparameters: see ``checkpoint_checks``)."""
     config = spec.train
     if config.checkpoint_dir is None:
         return
@@ -202,6 +204,8 @@ def check_files(spec: jobs.JobSpec, layout: dict | None = None) -> None:
         if layout is not None:
             ckpt.check_compatible(state, layout)
         check_resume_config(state["config"], config)
+        if model is not None:
+            ckpt.check_restorable(state, model, make_optimizer(model.parameters(), config))
     ckpt.prepare_directory(config.checkpoint_dir)
 
 
@@ -229,8 +233,8 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
         if args.model != "gat" and args.heads is not None:
             raise ValueError("--heads applies to --model gat only")
         dataset = jobs.load_dataset(spec)
-        jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
-        check_files(spec)  # after the options are known to fit the model: a refused run creates no directory
+        model = jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
+        check_files(spec, model=model)  # after the options are known to fit the model: a refused run creates no directory
     except (*USER_ERRORS, RuntimeError, ImportError) as err:  # RuntimeError: torch refusing a size; ImportError: --tensorboard
         parser.error(str(err))
     rank = int(os.environ.get("RANK", 0))

@@ -114,12 +114,12 @@ def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.Parti
                        rank_offset=args.node_rank * (nproc or 0))
     if spec.prefetch < 0:
         raise ValueError(f"--prefetch must be >= 0, got {spec.prefetch}")
-    build_model(spec, info)  # a model that does not fit the set's features and classes: fail now
+    model = build_model(spec, info)  # a model that does not fit the set's features and classes: fail now
     if nproc is not None:  # (under torchrun every process checks its own part as it loads it)
         trainers_here = nproc // group
         for part in range(args.node_rank * trainers_here, (args.node_rank + 1) * trainers_here):
             fmt.load_part_arrays(info, part, names=())
-    check_files(train, layout=partitioned_layout(info))
+    check_files(train, layout=partitioned_layout(info), model=model)
     return spec, info, nproc
 
 
