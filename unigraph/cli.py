@@ -180,6 +180,11 @@ def spec_from_args(args) -> jobs.JobSpec:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         _at_most_per_core("--threads", args.threads)
+    if args.num_workers > 0:
+        if args.batch_size is None and args.fanouts is None and world == 1 and pipeline is None:
+            raise ValueError(f"--num-workers {args.num_workers}: sampling workers prepare mini-batches, but this run "
+                             "trains on the full graph (give --batch-size, or drop --num-workers)")
+        _at_most_per_core("--num-workers", args.num_workers)
     config = TrainConfig(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, optimizer=args.optimizer,
                          batch_size=args.batch_size, fanouts=args.fanouts, num_workers=args.num_workers,
                          patience=args.patience or None, seed=args.seed, progress=args.progress,
