@@ -38,7 +38,7 @@ import torch
 from unigraph.data import limits
 from unigraph.data.dgl_file import DGL_MAGIC, read_dgl_graph
 from unigraph.data.errors import DataFileError
-from unigraph.data.npz_file import member_names, read_npz
+from unigraph.data.npz_file import ZIP_ERRORS, member_names, read_npy, read_npz
 from unigraph.data.torch_file import load_torch_archive
 from unigraph.graph import Graph
 
@@ -316,16 +316,16 @@ def load(source: str, *, max_file_bytes: int = MAX_FILE_BYTES, max_edges: int = 
         graph, kind = _read_dgl(b), "DGL graph file"
     elif head.startswith(NPY_MAGIC):
         try:
-            array = np.load(path, allow_pickle=False, mmap_mode="r")  # mapped: its data must be in the file
-        except (ValueError, OSError, EOFError, SyntaxError, TypeError) as err:
-            raise b.fail(f"not a readable .npy array: {err}") from err
+            array = read_npy(path, max_elements=2 * max_edges + 2)  # mapped: its data must be in the file
+        except DataFileError as err:
+            raise GraphSourceError(str(err)) from None
         graph, kind = _edge_index_graph(b, np.asarray(array), None), "numpy edge_index"
     elif head.startswith(ZIP_MAGIC):
         try:
             names = member_names(path)
             with limits.open_regular(path) as handle, zipfile.ZipFile(handle) as archive:
                 every = archive.namelist()
-        except (DataFileError, zipfile.BadZipFile, OSError) as err:
+        except (DataFileError, *ZIP_ERRORS) as err:
             raise b.fail(f"starts like a zip archive but is truncated or corrupt: {err}") from err
         if any(name.endswith("data.pkl") for name in every):
             graph, kind = _read_torch(b), "torch.save file"

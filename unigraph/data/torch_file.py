@@ -30,6 +30,7 @@ import torch
 
 from unigraph.data import limits
 from unigraph.data.errors import DataFileError
+from unigraph.data.npz_file import ZIP_ERRORS
 
 ZIP_MAGIC = b"PK\x03\x04"
 # What torch.load raises on damaged or crafted bytes (its unpickler, its zip reader, the classes it
@@ -68,9 +69,9 @@ def load_torch_archive(path, source: bytes | BinaryIO, file_bytes: int, *, safe_
     try:
         with zipfile.ZipFile(handle) as archive:
             limits.check_zip(path, archive, file_bytes, compressed=False, override=override, flag=flag)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
-        if isinstance(err, DataFileError):
-            raise
+    except DataFileError:
+        raise
+    except ZIP_ERRORS as err:
         raise DataFileError(path, f"is not a readable zip archive (truncated or corrupt?): {_first_line(err)}") from None
     handle.seek(0)
     try:
