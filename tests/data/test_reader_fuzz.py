@@ -6,7 +6,7 @@ RecursionError, MemoryError ...), nothing hangs, nothing allocates beyond the fi
 Checked files (datasets, checkpoints, partition metadata) are fuzzed *inside* the checksum (the
 payload is mutated and the checksum recomputed, as anyone can), so the content checks are what is
 tested. The default run tries a few examples per reader (``UNIGRAPH_READER_FUZZ_EXAMPLES``, default
-8; DGL files 2, each read in a child process); ``pytest -m slow`` runs 300 per reader (DGL 30).
+8; one DGL file, read in a child process); ``pytest -m slow`` runs 300 per reader (DGL 30).
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def both(body, *, dgl: bool = False, **strategies):
         def test(*args, **kwargs):
             return body(*args, **kwargs)
         return fuzz(examples)(given(**strategies)(test))
-    return make(2 if dgl else DEFAULT), pytest.mark.slow(make(30 if dgl else SLOW))
+    return make(1 if dgl else DEFAULT), pytest.mark.slow(make(30 if dgl else SLOW))
 
 
 def _starts_with(err: BaseException, path) -> None:

@@ -45,6 +45,8 @@ EDITS = {
     "lr 1e30": (lambda s: s["optimizer"]["param_groups"][0].update(lr=1e30), r"optimizer.param_groups\[0\].lr"),
     "betas out of range": (lambda s: s["optimizer"]["param_groups"][0].update(betas=(5.0, -1.0)),
                            r"optimizer.param_groups\[0\].betas"),
+    "unknown param-group key": (lambda s: s["optimizer"]["param_groups"][0].update(momentum_decay=3.0),
+                                r"optimizer.param_groups\[0\] has the keys"),
     "NaN optimizer state": (lambda s: _param(s)["exp_avg"].view(-1).__setitem__(0, math.nan),
                             r"optimizer.state\[0\]\['exp_avg'\] holds NaN"),
     "negative exp_avg_sq": (lambda s: _param(s)["exp_avg_sq"].view(-1).__setitem__(0, -1.0),
@@ -95,6 +97,15 @@ def test_the_untouched_checkpoint_resumes(saved, tmp_path):
     dataset, state = saved
     save_torch(checkpoint_path(tmp_path), FORMAT, copy.deepcopy(state))
     assert len(_trainer(dataset, tmp_path, resume=True, epochs=3).fit().history) == 3
+
+
+def test_a_group_key_an_older_torch_did_not_write_is_filled_in_by_torch(saved, tmp_path):
+    dataset, state = saved
+    state = copy.deepcopy(state)
+    del state["optimizer"]["param_groups"][0]["maximize"]     # torch's Adam.__setstate__ restores its default
+    save_torch(checkpoint_path(tmp_path), FORMAT, state)
+    trainer = _trainer(dataset, tmp_path, resume=True, epochs=3)
+    assert len(trainer.fit().history) == 3 and trainer.optimizer.param_groups[0]["maximize"] is False
 
 
 @pytest.mark.parametrize("edit", ["lr 1e30", "wrong optimizer-state shape", "short torch RNG state", "extra model key"])

@@ -70,8 +70,10 @@ def describe_allowance(file_bytes: int, override: int | None = None, flag: str |
     """The limit in words, with how to raise it (for error messages)."""
     limit = allowance(file_bytes, override)
     raise_it = f"{ENV_VAR}=<bytes>" + (f" or {flag}" if flag else "")
-    if override is not None or _env_override() is not None:
-        return f"the limit of {limit:,} bytes set by {flag or ENV_VAR}"
+    if override is not None:
+        return f"the limit of {limit:,} bytes given" + (f" by {flag}" if flag else "")
+    if _env_override() is not None:
+        return f"the limit of {limit:,} bytes set by {ENV_VAR}"
     return (f"the limit of {limit:,} bytes (max({FLOOR_BYTES >> 20} MiB, {EXPANSION} x the file's {file_bytes:,} "
             f"bytes); for a trusted file raise it with {raise_it})")
 

@@ -205,9 +205,11 @@ def _check_optimizer(field: str, saved: dict, optimizer: torch.optim.Optimizer, 
     params: dict[int, torch.Tensor] = {}
     for g, (old, new, live) in enumerate(zip(saved_groups, fresh_groups, optimizer.param_groups)):
         where = f"{field}.param_groups[{g}]"
-        _require(set(old) == set(new), f"{where} has the keys {sorted(old)}, this run's {type(optimizer).__name__} "
-                                       f"{sorted(new)}")
-        for key in sorted(set(new) - {"params"}):
+        # keys a newer torch added are missing from an older file (torch fills in their defaults); a
+        # key this torch does not know would ride along into the optimizer unchecked
+        _require(set(old) <= set(new) and "params" in old,
+                 f"{where} has the keys {sorted(old)}, this run's {type(optimizer).__name__} {sorted(new)}")
+        for key in sorted(set(old) - {"params"}):
             _require(_same(old[key], new[key]), f"{where}.{key} is {old[key]!r:.80}, but this run's optimizer has "
                                                 f"{new[key]!r:.80} (the settings must match the run that wrote it)")
         ids = old["params"]
