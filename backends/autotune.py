@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import statistics
 import tempfile
@@ -150,6 +151,28 @@ def time_candidates_us(trial: Callable[..., object], operands: tuple, candidates
     return {name: statistics.median(t) for name, t in times.items()}, timed
 
 
+def _entry(path: str, index: int, entry, fix: str) -> tuple[str, Measurement]:
+    """One checked entry of a cache file: ``(kind, measurement)``."""
+    def refuse(problem: str) -> ValueError:
+        return ValueError(f"{path}: auto-tune cache entry {index} {problem}{fix}")
+    if not isinstance(entry, dict) or not {"kind", "winner", "timings_us"} <= set(entry) \
+            or not set(entry) <= {"kind", "winner", "timings_us", "timed"}:
+        raise refuse(f"must hold kind, winner, timings_us (and timed), got "
+                     f"{sorted(entry)[:8] if isinstance(entry, dict) else type(entry).__name__}")
+    kind, winner, timings, timed = entry["kind"], entry["winner"], entry["timings_us"], entry.get("timed", "fwd")
+    if not isinstance(kind, str) or not isinstance(winner, str):
+        raise refuse("has a kind or winner that is not a string")
+    if not isinstance(timings, dict) or not all(
+            isinstance(name, str) and isinstance(us, (int, float)) and not isinstance(us, bool) and math.isfinite(us)
+            and us >= 0 for name, us in timings.items()):
+        raise refuse("must map candidate names to finite times >= 0 (timings_us)")
+    if winner not in timings:
+        raise refuse(f"names the winner {winner!r:.40}, which it did not time")
+    if timed not in ("fwd", "fwd+bwd"):
+        raise refuse(f"says it timed {timed!r:.40}; 'fwd' or 'fwd+bwd' expected")
+    return kind, Measurement(winner, dict(timings), timed)
+
+
 class Tuner:
     """The measured winners of this process, optionally mirrored in a JSON file."""
 
@@ -164,7 +187,7 @@ class Tuner:
         """Keep measurements in the JSON file ``path`` (loaded now if it exists); None stops."""
         self._env_checked = True
         self._path = None if path is None else os.fspath(path)
-        if self._path is not None and os.path.exists(self._path):
+        if self._path is not None and os.path.lexists(self._path):
             self._memory.update(self._read(self._path))
 
     def _check_env(self) -> None:
@@ -176,13 +199,30 @@ class Tuner:
 
     @staticmethod
     def _read(path: str) -> dict[str, Measurement]:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if data.get("version") != FORMAT_VERSION:
+        """The measurements in the cache file ``path``, checked as an untrusted file: a regular file
+        of at most 64 MiB (``UNIGRAPH_MAX_LOAD_BYTES`` raises it; ``/dev/zero`` or a fifo is refused,
+        not read forever), UTF-8 JSON nested at most as the format is, every entry of the format's
+        keys and types. Anything else is a ``ValueError`` naming the file (never a KeyError or a
+        RecursionError from deep inside)."""
+        from unigraph.data import limits  # noqa: PLC0415 - unigraph.data sits above the backends; read lazily
+        fix = f"; delete it or point {CACHE_ENV_VAR} to another file"
+        data = limits.read_regular(path, limits.allowance(0), what="the auto-tune cache")
+        try:
+            data = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: the auto-tune cache is not UTF-8 text ({err.reason} at byte {err.start}){fix}") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: the auto-tune cache is not valid JSON ({err}){fix}") from None
+        except RecursionError:
+            raise ValueError(f"{path}: the auto-tune cache is nested too deeply to be one{fix}") from None
+        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+            found = data.get("version") if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"{path} is not a unigraph auto-tune cache of format {FORMAT_VERSION} "
-                             f"(found version {data.get('version')!r}); delete it or point to another file")
-        return {entry["kind"]: Measurement(entry["winner"], dict(entry["timings_us"]), entry.get("timed", "fwd"))
-                for entry in data["entries"]}
+                             f"(found version {found!r:.80}){fix}")
+        entries = data.get("entries")
+        if not isinstance(entries, list):
+            raise ValueError(f"{path}: the auto-tune cache has no list of entries (found {type(entries).__name__}){fix}")
+        return dict(_entry(path, i, entry, fix) for i, entry in enumerate(entries))
 
     def _write(self) -> None:
         entries = [{"kind": kind, "winner": m.winner, "timings_us": m.timings_us, "timed": m.timed}

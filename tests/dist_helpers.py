@@ -18,7 +18,7 @@ FAIL_AT_STEP = 3
 
 def faulty_rank(mode: str, victim: int, folder: str) -> int:
     """All-reduces in a loop; at step 3 rank ``victim`` fails as ``mode`` says ("raise",
-    "sigkill", "exit" = ``os._exit(3)``), after writing the time to ``folder/failed_at``. Each rank
+    "sigkill", "exit" = ``os._exit(3)``, "sigstop"), after writing the time to ``folder/failed_at``. Each rank
     writes its pid to ``folder/rank<r>.pid``. The ``finally: shutdown()`` is the pattern that
     used to stall the job: a barrier on the failed rank while the others wait in an all-reduce."""
     context = init_distributed(timeout=120)   # far longer than the tests allow: nobody may wait for it
@@ -33,10 +33,34 @@ def faulty_rank(mode: str, victim: int, folder: str) -> int:
                     os.kill(os.getpid(), signal.SIGKILL)
                 if mode == "exit":
                     os._exit(3)
+                if mode == "sigstop":   # frozen, not dead: only heartbeats can tell
+                    os.kill(os.getpid(), signal.SIGSTOP)
             dist.all_reduce(torch.ones(4))
         return context.rank
     finally:
         shutdown()
+
+
+def killed_then_blamed(folder: str) -> None:
+    """No process group: rank 0 writes its pid and SIGKILLs itself; rank 1 waits until rank 0 has
+    died, then raises an error of its own (not recognizably a lost peer). Rank 0 died first."""
+    rank = int(os.environ["RANK"])
+    (Path(folder) / f"rank{rank}.pid").write_text(str(os.getpid()))
+    if rank == 0:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    while not (Path(folder) / "rank0.pid").exists():
+        time.sleep(0.01)
+    victim = int((Path(folder) / "rank0.pid").read_text())
+    while True:
+        try:
+            with open(f"/proc/{victim}/stat", "rb") as stat:
+                if stat.read().rsplit(b")", 1)[1][1:2] in (b"Z", b"X"):
+                    break
+        except OSError:
+            break
+        time.sleep(0.005)
+    raise ValueError("rank 1 saw rank 0 vanish")
 
 
 def waiting_rank(folder: str) -> None:
@@ -51,3 +75,20 @@ def waiting_rank(folder: str) -> None:
 
 if __name__ == "__main__":   # under torchrun: python -m torch.distributed.run ... dist_helpers.py MODE VICTIM FOLDER
     faulty_rank(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+
+
+def store_listeners() -> list[str]:
+    """Joins the job; returns the local addresses (hex, as /proc/net/tcp* writes them) listening on
+    MASTER_PORT while the job runs, and the interface variables gloo and TensorPipe were given."""
+    context = init_distributed(timeout=60)
+    port = int(os.environ["MASTER_PORT"])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as file:
+            for line in file.read().splitlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state == "0A" and int(local.split(":")[1], 16) == port:
+                    found.append(local.split(":")[0])
+    dist.all_reduce(torch.ones(1))
+    shutdown()
+    return found if context.rank == 0 else [os.environ.get("GLOO_SOCKET_IFNAME"), os.environ.get("TP_SOCKET_IFNAME")]

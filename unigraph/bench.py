@@ -30,6 +30,7 @@ from unigraph import backends as registry
 from unigraph.benchmarking import bandwidth, environment, op_cases, output, traffic
 from unigraph.benchmarking.graph_source import MAX_EDGES, MAX_FILE_BYTES, GraphSourceError, load
 from unigraph.benchmarking.timing import Timing, interleaved
+from unigraph.cli_parser import Parser
 
 MODELS = ("gcn", "sage", "gat", "gin", "all")
 PEERS = ("dgl", "pyg")
@@ -66,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-edges", type=int, default=MAX_EDGES, help=f"refuse larger graphs (default {MAX_EDGES:,})")
     parser.add_argument("--max-file-bytes", type=int, default=MAX_FILE_BYTES,
                         help=f"refuse larger files (default {MAX_FILE_BYTES:,})")
+    parser.add_argument("--max-load-bytes", type=int, help="bytes a file may make the reader allocate beyond what it "
+                        "stores (inflated .npz members, row pointers for num_nodes); default max(64 MiB, 64 x the "
+                        "file's size), or UNIGRAPH_MAX_LOAD_BYTES (docs/security.md)")
 
 
 # ---------------------------------------------------------------------- progress
@@ -215,7 +219,8 @@ def score(case: dict, gbps: float | None) -> None:
 def run(args) -> dict:
     started = time.perf_counter()
     device = torch.device(args.device)
-    loaded = load(args.graph, max_file_bytes=args.max_file_bytes, max_edges=args.max_edges)
+    loaded = load(args.graph, max_file_bytes=args.max_file_bytes, max_edges=args.max_edges,
+                  max_load_bytes=args.max_load_bytes)
     g = loaded.graph.to(device).prepare()
     dgl_module, use_pyg, skipped = _peers(args.peers, device)
     backends = _backends(args.backends)
@@ -332,6 +337,22 @@ def plot(result: dict, path: pathlib.Path) -> str | None:
     return None
 
 
+def _device_problem(device: str) -> str | None:
+    """Why ``--device`` cannot run here (None when it can)."""
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        return f"--device must be cpu or cuda[:N], got {device!r}"
+    if parsed.type not in ("cpu", "cuda"):
+        return f"--device must be cpu or cuda[:N], got {device!r}"
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            return f"--device {device}: no CUDA GPU is visible here (torch {torch.__version__}); use --device cpu"
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            return f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+    return None
+
+
 def run_command(parser: argparse.ArgumentParser, args, argv: list[str]) -> int:
     """``unigraph bench``: bad arguments and unreadable graphs end with exit status 2 and a message.
     ``argv`` is the command line after ``unigraph`` (recorded in the results)."""
@@ -342,8 +363,13 @@ def run_command(parser: argparse.ArgumentParser, args, argv: list[str]) -> int:
             parser.error(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(args, name)}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
-    if args.min_run_ms < 0:
-        parser.error(f"--min-run-ms must be >= 0, got {args.min_run_ms}")
+    if args.max_load_bytes is not None and args.max_load_bytes < 1:
+        parser.error(f"--max-load-bytes must be >= 1, got {args.max_load_bytes}")
+    if not math.isfinite(args.min_run_ms) or args.min_run_ms < 0:
+        parser.error(f"--min-run-ms must be a finite number >= 0, got {args.min_run_ms}")
+    problem = _device_problem(args.device)
+    if problem is not None:
+        parser.error(problem)
     try:
         result = run(args)
     except (GraphSourceError, FileNotFoundError, ImportError) as err:
@@ -359,7 +385,7 @@ def run_command(parser: argparse.ArgumentParser, args, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="unigraph bench", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="unigraph bench", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     argv = sys.argv[1:] if argv is None else argv
     return run_command(parser, parser.parse_args(argv), ["bench", *argv])

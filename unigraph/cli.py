@@ -31,6 +31,7 @@ import unigraph
 from unigraph.data.errors import DataFileError
 from unigraph.train import checkpoint as ckpt
 from unigraph import bench
+from unigraph.cli_parser import Parser
 from unigraph.distributed import cli as partitioned
 from unigraph.train import job as jobs
 from unigraph.train import task_jobs
@@ -39,7 +40,7 @@ from unigraph.train.distributed import launched_by_environment
 from unigraph.train.launch import LaunchError, launch
 from unigraph.train.layers import stage_bounds
 from unigraph.train.models import HETERO_MODELS, model_names
-from unigraph.train.trainer import check_resume_config
+from unigraph.train.trainer import check_resume_config, make_optimizer
 
 # What a user's mistake raises (a bad argument, a missing, damaged or hostile file): a message, no traceback.
 # DataFileError (a ValueError) covers every file a loader refuses, naming it.
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser and its ``train`` and ``bench`` sub-parsers (whose ``error`` reports bad
     arguments)."""
-    parser = argparse.ArgumentParser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
+    parser = Parser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
                                      "kernels for your graph")
     commands = parser.add_subparsers(dest="command", metavar="{train,partition,info,bench}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
@@ -179,6 +180,11 @@ def spec_from_args(args) -> jobs.JobSpec:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         _at_most_per_core("--threads", args.threads)
+    if args.num_workers > 0:
+        if args.batch_size is None and args.fanouts is None and world == 1 and pipeline is None:
+            raise ValueError(f"--num-workers {args.num_workers}: sampling workers prepare mini-batches, but this run "
+                             "trains on the full graph (give --batch-size, or drop --num-workers)")
+        _at_most_per_core("--num-workers", args.num_workers)
     config = TrainConfig(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, optimizer=args.optimizer,
                          batch_size=args.batch_size, fanouts=args.fanouts, num_workers=args.num_workers,
                          patience=args.patience or None, seed=args.seed, progress=args.progress,
@@ -189,11 +195,12 @@ def spec_from_args(args) -> jobs.JobSpec:
                         pipeline=pipeline, backend=args.backend, threads=args.threads, world_size=world)
 
 
-def check_files(spec: jobs.JobSpec, layout: dict | None = None) -> None:
+def check_files(spec: jobs.JobSpec, layout: dict | None = None, model=None) -> None:
     """The files the job will write or resume from, checked now rather than after an epoch: the
     checkpoint directory must be writable, a checkpoint to resume must be intact, complete and
-    written by a run with these settings, no more epochs than this one trains and, when given,
-    the trainers' ``layout`` (e.g. the same partition set)."""
+    written by a run with these settings, no more epochs than this one trains, when given the
+    trainers' ``layout`` (e.g. the same partition set) and, given the job's ``model``, restorable
+    into it and a fresh optimizer (keys, shapes, hyperparameters: see ``checkpoint_checks``)."""
     config = spec.train
     if config.checkpoint_dir is None:
         return
@@ -202,6 +209,8 @@ def check_files(spec: jobs.JobSpec, layout: dict | None = None) -> None:
         if layout is not None:
             ckpt.check_compatible(state, layout)
         check_resume_config(state["config"], config)
+        if model is not None:
+            ckpt.check_restorable(state, model, make_optimizer(model.parameters(), config))
     ckpt.prepare_directory(config.checkpoint_dir)
 
 
@@ -229,8 +238,8 @@ def _train(parser: argparse.ArgumentParser, args) -> int:
         if args.model != "gat" and args.heads is not None:
             raise ValueError("--heads applies to --model gat only")
         dataset = jobs.load_dataset(spec)
-        jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
-        check_files(spec)  # after the options are known to fit the model: a refused run creates no directory
+        model = jobs.build_model(spec, dataset)  # bad widths, dropout, ...: fail before any process starts
+        check_files(spec, model=model)  # after the options are known to fit the model: a refused run creates no directory
     except (*USER_ERRORS, RuntimeError, ImportError) as err:  # RuntimeError: torch refusing a size; ImportError: --tensorboard
         parser.error(str(err))
     rank = int(os.environ.get("RANK", 0))

@@ -51,6 +51,19 @@ def describe_exit(exitcode: int | None) -> str:
     return f"was killed by signal {number} ({name})"
 
 
+def process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of process ``pid`` (``R`` running, ``S`` sleeping, ``T``
+    stopped by a signal, ``t`` stopped by a debugger, ``Z`` exited ...), or None where ``/proc``
+    does not say (not Linux, or the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    closing = text.rfind(b")")  # the command name (in parentheses) may hold spaces and parentheses
+    return text[closing + 2:closing + 3].decode("ascii", "replace") if closing > 0 else None
+
+
 def exit_code_of(process, wait_seconds: float = 1.0) -> int | None:
     """``process.exitcode`` once its sentinel said it ended (the exit status may lag the sentinel by
     a moment: the descriptors close before the kernel records the status)."""
@@ -195,6 +208,11 @@ def stop_processes(processes: list, grace: float = 1.0) -> None:
         alive = [process for process in processes if process.is_alive()]
         for process in alive:
             getattr(process, escalate)()
+            if escalate == "terminate" and hasattr(signal, "SIGCONT"):
+                try:  # a stopped process acts on SIGTERM only once it runs again
+                    os.kill(process.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
         for process in alive:
             process.join(timeout=2.0)
 

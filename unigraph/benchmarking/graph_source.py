@@ -17,25 +17,35 @@ Sources (the format is recognized from the file's first bytes, not its name):
   Planetoid's raw ``ind.<name>.*`` files, read by :func:`unigraph.data.Planetoid`).
 
 Bounds: the file size (``max_file_bytes``), the edge count (``max_edges``) and node count
-(``max_nodes``) are checked before large allocations; every error names the file and the problem.
+(``max_nodes``) are checked before large allocations, and so is everything a file makes the
+reader build beyond what it stores (inflated ``.npz`` members, the row pointers ``num_nodes``
+implies) against :func:`unigraph.data.limits.allowance` (``max(64 MiB, 64 x the file's size)``;
+``max_load_bytes`` / ``--max-load-bytes`` or ``UNIGRAPH_MAX_LOAD_BYTES`` replace it). Tensors must
+be data the file holds (no stride-0 or overlapping views), only regular files are read, and a
+DGL file is read in a child process (:mod:`unigraph.data.dgl_file`: DGL's reader can abort the
+process on a damaged file). Every error names the file and the problem.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
-import pickle
 import zipfile
 
 import numpy as np
 import torch
 
+from unigraph.data import limits
+from unigraph.data.dgl_file import DGL_MAGIC, read_dgl_graph
+from unigraph.data.errors import DataFileError
+from unigraph.data.npz_file import ZIP_ERRORS, member_names, read_npy, read_npz
+from unigraph.data.torch_file import load_torch_archive
 from unigraph.graph import Graph
 
 MAX_FILE_BYTES = 64 * 2**30
 MAX_EDGES = 2**33
 MAX_NODES = 2**31 - 1
 GENERATORS = ("rmat", "uniform", "arxiv_like")
-DGL_MAGIC = (0xDD2E4FF046B4A13F).to_bytes(8, "little")
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
 SCIPY_FORMATS = ("csr", "csc", "coo")
@@ -110,124 +120,131 @@ def generate(spec: str, max_edges: int = MAX_EDGES) -> Loaded:
 
 
 # ---------------------------------------------------------------------- files
-def _fail(path: pathlib.Path, problem: str) -> GraphSourceError:
-    return GraphSourceError(f"{path}: {problem}")
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    """The file being read and the bounds its contents are checked against."""
+
+    path: pathlib.Path
+    file_bytes: int
+    max_edges: int
+    max_nodes: int
+    max_load_bytes: int | None
+
+    def fail(self, problem: str) -> GraphSourceError:
+        return GraphSourceError(f"{self.path}: {problem}")
+
+    def allocation(self, what: str, needed_bytes: int) -> None:
+        """Refuse ``what`` unless its bytes fit the file's allowance (:mod:`unigraph.data.limits`)."""
+        try:
+            limits.check_allocation(self.path, what, needed_bytes, self.file_bytes, override=self.max_load_bytes,
+                                    flag="--max-load-bytes")
+        except DataFileError as err:
+            raise GraphSourceError(str(err)) from None
+
+    def nodes(self, count: int) -> int:
+        """``count`` nodes, within ``max_nodes`` and the allowance (8 bytes of row pointers each)."""
+        if count > self.max_nodes:
+            raise self.fail(f"{count:,} nodes are more than the limit of {self.max_nodes:,}")
+        self.allocation(f"num_nodes = {count:,} (8 bytes of row pointers per node)", 8 * (count + 1))
+        return count
 
 
-def _edge_index_graph(path, edge_index, num_nodes, max_edges: int, max_nodes: int) -> Graph:
+def _edge_index_graph(b: _Limits, edge_index, num_nodes) -> Graph:
     """A Graph from an edge_index array/tensor, with the checks and bounds every format shares
     (shape and size checked before an array is copied or read in full)."""
     if not isinstance(edge_index, (torch.Tensor, np.ndarray)):
-        raise _fail(path, f"edge_index must be a tensor or array, got {type(edge_index).__name__}")
+        raise b.fail(f"edge_index must be a tensor or array, got {type(edge_index).__name__}")
     if len(edge_index.shape) != 2 or edge_index.shape[0] != 2:
-        raise _fail(path, f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
-    if edge_index.shape[1] > max_edges:
-        raise _fail(path, f"{edge_index.shape[1]:,} edges exceed the limit of {max_edges:,} (--max-edges)")
+        raise b.fail(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    if edge_index.shape[1] > b.max_edges:
+        raise b.fail(f"{edge_index.shape[1]:,} edges exceed the limit of {b.max_edges:,} (--max-edges)")
+    b.allocation(f"{edge_index.shape[1]:,} edges (16 bytes each as int64 pairs)", 16 * edge_index.shape[1])
     if isinstance(edge_index, np.ndarray):
         if edge_index.dtype.kind not in "iu":
-            raise _fail(path, f"edge_index must hold integers, got dtype {edge_index.dtype}")
+            raise b.fail(f"edge_index must hold integers, got dtype {edge_index.dtype}")
         edge_index = torch.from_numpy(np.array(edge_index, dtype=np.int64))  # a copy: memory-mapped input is read-only
     if num_nodes is not None:
-        num_nodes = _count(path, num_nodes, max_nodes)
-    elif edge_index.numel() and not edge_index.is_floating_point() and int(edge_index.max()) >= max_nodes:
-        raise _fail(path, f"node ids up to {int(edge_index.max()):,} imply more than the limit of {max_nodes:,} nodes")
+        num_nodes = b.nodes(_count(b, num_nodes))
+    elif edge_index.numel() and not edge_index.is_floating_point() and edge_index.dtype != torch.bool:
+        largest = int(edge_index.max())
+        if largest >= b.max_nodes:
+            raise b.fail(f"node ids up to {largest:,} imply more than the limit of {b.max_nodes:,} nodes")
+        b.nodes(largest + 1)
     try:
         return Graph(edge_index, num_nodes=num_nodes)
     except (TypeError, ValueError) as err:
-        raise _fail(path, f"not a valid edge_index: {err}") from err
+        raise b.fail(f"not a valid edge_index: {err}") from err
 
 
-def _count(path, value, max_nodes: int) -> int:
-    """A node count stored as a Python int or a one-element tensor/array, within bounds."""
+def _count(b: _Limits, value) -> int:
+    """A node count stored as a Python int or a one-element tensor/array."""
     if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim == 0 and value.dtype not in (torch.bool, np.bool_):
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= max_nodes:
-        raise _fail(path, f"num_nodes must be an integer in [0, {max_nodes}], got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= b.max_nodes:
+        raise b.fail(f"num_nodes must be an integer in [0, {b.max_nodes}], got {value!r}")
     return int(value)
 
 
-def _npy_member(path, archive: zipfile.ZipFile, member: str, max_elements: int) -> np.ndarray:
-    """One array of an .npz, its header checked (dtype, shape within bounds) before its data is read."""
-    with archive.open(member) as handle:
-        try:
-            version = np.lib.format.read_magic(handle)
-            header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-            if version not in header:
-                raise ValueError(f"unsupported .npy version {version}")
-            shape, _, dtype = header[version](handle)
-        except ValueError as err:
-            raise _fail(path, f"member {member!r} is not a readable .npy array: {err}") from err
-    if dtype.hasobject:
-        raise _fail(path, f"member {member!r} holds Python objects (pickle), which are not read")
-    if int(np.prod(shape, dtype=np.int64)) > max_elements:
-        raise _fail(path, f"member {member!r} has shape {shape}, more than the limit of {max_elements:,} elements")
-    with archive.open(member) as handle:
-        try:
-            return np.lib.format.read_array(handle, allow_pickle=False)
-        except (ValueError, EOFError, OSError) as err:
-            raise _fail(path, f"member {member!r} is truncated or corrupt: {err}") from err
-
-
-def _scipy_graph(path, arrays: dict, max_edges: int, max_nodes: int) -> Graph:
-    fmt = arrays["format"].item()
-    fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+def _scipy_graph(b: _Limits, arrays: dict) -> Graph:
+    fmt = arrays["format"].item() if arrays["format"].size == 1 else None
+    fmt = fmt.decode(errors="replace") if isinstance(fmt, bytes) else str(fmt)
     if fmt not in SCIPY_FORMATS:
-        raise _fail(path, f"scipy sparse format {fmt!r} is not supported (use one of {SCIPY_FORMATS})")
+        raise b.fail(f"scipy sparse format {fmt!r} is not supported (use one of {SCIPY_FORMATS})")
     shape = arrays.get("shape")
     if shape is None or shape.shape != (2,) or shape.dtype.kind not in "iu" or (shape < 0).any() \
-            or (shape > max_nodes).any():
-        raise _fail(path, f"a scipy matrix needs a shape of two integers in [0, {max_nodes}], got {shape!r}")
-    rows, cols = int(shape[0]), int(shape[1])
+            or (shape > b.max_nodes).any():
+        raise b.fail(f"a scipy matrix needs a shape of two integers in [0, {b.max_nodes}], got {shape!r}")
+    rows, cols = b.nodes(int(shape[0])), b.nodes(int(shape[1]))
     if fmt == "coo":
         src, dst = arrays.get("row"), arrays.get("col")
         if src is None or dst is None or src.shape != dst.shape or src.ndim != 1:
-            raise _fail(path, "a coo matrix needs 1-D 'row' and 'col' arrays of equal length")
+            raise b.fail("a coo matrix needs 1-D 'row' and 'col' arrays of equal length")
     else:
         indptr, indices = arrays.get("indptr"), arrays.get("indices")
         major = rows if fmt == "csr" else cols
         if indptr is None or indices is None or indptr.ndim != 1 or indices.ndim != 1 \
                 or indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
-            raise _fail(path, f"a {fmt} matrix needs 1-D integer 'indptr' and 'indices' arrays")
+            raise b.fail(f"a {fmt} matrix needs 1-D integer 'indptr' and 'indices' arrays")
         indptr = indptr.astype(np.int64)
         if indptr.shape[0] != major + 1 or indptr[0] != 0 or indptr[-1] != indices.shape[0] \
                 or (np.diff(indptr) < 0).any():
-            raise _fail(path, f"{fmt} 'indptr' must have {major + 1} non-decreasing entries from 0 to "
-                              f"len(indices)={indices.shape[0]}")
+            raise b.fail(f"{fmt} 'indptr' must have {major + 1} non-decreasing entries from 0 to "
+                         f"len(indices)={indices.shape[0]}")
         expanded = np.repeat(np.arange(major, dtype=np.int64), np.diff(indptr))
         src, dst = (expanded, indices) if fmt == "csr" else (indices, expanded)
+    if src.dtype.kind not in "iu" or dst.dtype.kind not in "iu":
+        raise b.fail(f"a {fmt} matrix needs integer indices, got {src.dtype} and {dst.dtype}")
+    if src.shape[0] > b.max_edges:
+        raise b.fail(f"{src.shape[0]:,} edges exceed the limit of {b.max_edges:,} (--max-edges)")
     edge_index = np.stack([np.asarray(src).astype(np.int64), np.asarray(dst).astype(np.int64)])
     if rows == cols:
-        return _edge_index_graph(path, edge_index, rows, max_edges, max_nodes)
-    if edge_index.shape[1] > max_edges:
-        raise _fail(path, f"{edge_index.shape[1]:,} edges exceed the limit of {max_edges:,} (--max-edges)")
+        return _edge_index_graph(b, edge_index, rows)
     try:
         return Graph(torch.from_numpy(edge_index), num_src_nodes=rows, num_dst_nodes=cols)
     except (TypeError, ValueError) as err:
-        raise _fail(path, f"not a valid sparse matrix: {err}") from err
+        raise b.fail(f"not a valid sparse matrix: {err}") from err
 
 
-def _read_npz(path, max_edges: int, max_nodes: int) -> Graph:
-    try:
-        archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as err:
-        raise _fail(path, f"not a readable .npz archive: {err}") from err
-    with archive:
-        members = {name[:-4]: name for name in archive.namelist() if name.endswith(".npy")}
-        arrays = {key: _npy_member(path, archive, name, 2 * max_edges + 2) for key, name in members.items()}
+def _read_npz(b: _Limits) -> Graph:
+    try:  # compressed members are allowed (scipy.sparse.save_npz compresses by default), inflated within the allowance
+        arrays = read_npz(b.path, file_bytes=b.file_bytes, compressed=True, max_elements=2 * b.max_edges + 2,
+                          max_load_bytes=b.max_load_bytes, flag="--max-load-bytes")
+    except DataFileError as err:
+        raise GraphSourceError(str(err)) from None
     if "format" in arrays:
-        return _scipy_graph(path, arrays, max_edges, max_nodes)
+        return _scipy_graph(b, arrays)
     num_nodes = arrays.get("num_nodes")
     if "edge_index" in arrays:
         edge_index = arrays["edge_index"]
     elif "src" in arrays and "dst" in arrays:
         if arrays["src"].shape != arrays["dst"].shape or arrays["src"].ndim != 1:
-            raise _fail(path, f"'src' and 'dst' must be 1-D of equal length, got {arrays['src'].shape} and "
-                              f"{arrays['dst'].shape}")
+            raise b.fail(f"'src' and 'dst' must be 1-D of equal length, got {arrays['src'].shape} and "
+                         f"{arrays['dst'].shape}")
         edge_index = np.stack([arrays["src"], arrays["dst"]])
     else:
-        raise _fail(path, f"an .npz graph needs 'edge_index' (or 'src' and 'dst'), or a scipy sparse matrix; "
-                          f"found arrays {sorted(arrays)}")
-    return _edge_index_graph(path, edge_index, num_nodes, max_edges, max_nodes)
+        raise b.fail(f"an .npz graph needs 'edge_index' (or 'src' and 'dst'), or a scipy sparse matrix; "
+                     f"found arrays {sorted(arrays)}")
+    return _edge_index_graph(b, edge_index, num_nodes)
 
 
 def _pyg_safe_globals() -> list:
@@ -241,89 +258,86 @@ def _pyg_safe_globals() -> list:
     return [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage]
 
 
-def _read_torch(path, max_edges: int, max_nodes: int) -> Graph:
+def _read_torch(b: _Limits) -> Graph:
     try:
-        with torch.serialization.safe_globals(_pyg_safe_globals()):
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        first = next((line for line in lines if "global" in line.lower() and "load" in line.lower() and "weights_only" not in line), lines[-1] if lines else "")[:300]
-        raise _fail(path, "holds objects a safe load refuses (only tensors, plain containers and PyG Data are "
-                          f"read; no arbitrary pickle): {first}") from err
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
-        raise _fail(path, f"not a readable torch.save file (truncated or corrupt?): {type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:300] if str(err) else ''}") from err
+        with limits.open_regular(b.path) as handle:
+            obj = load_torch_archive(b.path, handle, b.file_bytes, safe_globals=_pyg_safe_globals(),
+                                     override=b.max_load_bytes, flag="--max-load-bytes")
+    except DataFileError as err:
+        raise GraphSourceError(str(err)) from None
     if isinstance(obj, torch.Tensor):
-        return _edge_index_graph(path, obj, None, max_edges, max_nodes)
+        return _edge_index_graph(b, obj, None)
     if isinstance(obj, dict):
         if "edge_index" not in obj:
-            raise _fail(path, f"a dict needs an 'edge_index' entry, found keys {sorted(map(str, obj))[:10]}")
-        return _edge_index_graph(path, obj["edge_index"], obj.get("num_nodes"), max_edges, max_nodes)
+            raise b.fail(f"a dict needs an 'edge_index' entry, found keys {sorted(map(str, obj))[:10]}")
+        return _edge_index_graph(b, obj["edge_index"], obj.get("num_nodes"))
     if hasattr(obj, "edge_index") and type(obj).__module__.startswith("torch_geometric."):
-        return _edge_index_graph(path, obj.edge_index, obj.num_nodes, max_edges, max_nodes)
-    raise _fail(path, f"holds a {type(obj).__name__}; expected an edge_index tensor, a dict with 'edge_index', "
-                      "or a PyG Data")
+        try:
+            num_nodes = obj.num_nodes  # PyG's rule: the stored count, else the features' rows, else the ids
+        except (TypeError, ValueError, AttributeError, RuntimeError) as err:
+            raise b.fail(f"a PyG Data whose num_nodes cannot be read: {type(err).__name__}: {err}") from None
+        return _edge_index_graph(b, obj.edge_index, num_nodes)
+    raise b.fail(f"holds a {type(obj).__name__}; expected an edge_index tensor, a dict with 'edge_index', "
+                 "or a PyG Data")
 
 
-def _read_dgl(path, max_edges: int, max_nodes: int) -> Graph:
-    from unigraph._optional import require_dgl
-    dgl = require_dgl(f"reading the DGL graph file {path}")
+def _read_dgl(b: _Limits) -> Graph:
     try:
-        graphs, _ = dgl.load_graphs(str(path))
-    except dgl.DGLError as err:
-        raise _fail(path, f"not a readable DGL graph file: {str(err).strip().splitlines()[0][:300]}") from err
-    if len(graphs) != 1:
-        raise _fail(path, f"holds {len(graphs)} graphs; unigraph bench reads a file with one")
-    graph = graphs[0]
-    if graph.num_edges() > max_edges or graph.num_nodes() > max_nodes:
-        raise _fail(path, f"{graph.num_nodes():,} nodes / {graph.num_edges():,} edges exceed the limits "
-                          f"({max_nodes:,} / {max_edges:,})")
-    return Graph.from_dgl(graph)
+        src, dst, num_nodes = read_dgl_graph(b.path, max_nodes=b.max_nodes, max_edges=b.max_edges,
+                                             max_load_bytes=b.max_load_bytes)
+    except DataFileError as err:
+        raise GraphSourceError(str(err)) from None
+    return _edge_index_graph(b, np.stack([src, dst]), num_nodes)
 
 
 def load(source: str, *, max_file_bytes: int = MAX_FILE_BYTES, max_edges: int = MAX_EDGES,
-         max_nodes: int = MAX_NODES) -> Loaded:
-    """The graph at ``source`` (a file, see the module docstring) or generated from a spec."""
+         max_nodes: int = MAX_NODES, max_load_bytes: int | None = None) -> Loaded:
+    """The graph at ``source`` (a file, see the module docstring) or generated from a spec.
+    ``max_load_bytes`` replaces the allowance of :mod:`unigraph.data.limits` (what a file may make
+    the reader allocate beyond what it stores)."""
     if source.startswith("planetoid:"):
         return planetoid(source)
     path = pathlib.Path(source)
-    if not path.exists():
+    if not os.path.lexists(path):
         if ":" in source:
             return generate(source, max_edges)
         raise GraphSourceError(f"{source}: no such file, and not a generator spec (NAME:N:DEG[:SEED], NAME one of "
                                f"{', '.join(GENERATORS)})")
-    if not path.is_file():
-        raise _fail(path, "is not a regular file")
-    size = path.stat().st_size
+    try:
+        size = limits.regular_size(path)
+    except (DataFileError, FileNotFoundError) as err:
+        raise GraphSourceError(str(err)) from None
+    b = _Limits(path, size, max_edges, max_nodes, max_load_bytes)
     if size > max_file_bytes:
-        raise _fail(path, f"is {size:,} bytes, over the limit of {max_file_bytes:,} (--max-file-bytes)")
-    with open(path, "rb") as handle:
+        raise b.fail(f"is {size:,} bytes, over the limit of {max_file_bytes:,} (--max-file-bytes)")
+    with limits.open_regular(path) as handle:
         head = handle.read(8)
     if head.startswith(DGL_MAGIC):
-        graph, kind = _read_dgl(path, max_edges, max_nodes), "DGL graph file"
+        graph, kind = _read_dgl(b), "DGL graph file"
     elif head.startswith(NPY_MAGIC):
         try:
-            array = np.load(path, allow_pickle=False, mmap_mode="r")
-        except ValueError as err:
-            raise _fail(path, f"not a readable .npy array: {err}") from err
-        graph, kind = _edge_index_graph(path, np.asarray(array), None, max_edges, max_nodes), "numpy edge_index"
+            array = read_npy(path, max_elements=2 * max_edges + 2)  # mapped: its data must be in the file
+        except DataFileError as err:
+            raise GraphSourceError(str(err)) from None
+        graph, kind = _edge_index_graph(b, np.asarray(array), None), "numpy edge_index"
     elif head.startswith(ZIP_MAGIC):
         try:
-            with zipfile.ZipFile(path) as archive:
-                names = archive.namelist()
-        except zipfile.BadZipFile as err:
-            raise _fail(path, f"starts like a zip archive but is truncated or corrupt: {err}") from err
-        if any(name.endswith("data.pkl") for name in names):
-            graph, kind = _read_torch(path, max_edges, max_nodes), "torch.save file"
-        elif names and all(name.endswith(".npy") for name in names):
-            graph, kind = _read_npz(path, max_edges, max_nodes), "numpy .npz"
+            names = member_names(path)
+            with limits.open_regular(path) as handle, zipfile.ZipFile(handle) as archive:
+                every = archive.namelist()
+        except (DataFileError, *ZIP_ERRORS) as err:
+            raise b.fail(f"starts like a zip archive but is truncated or corrupt: {err}") from err
+        if any(name.endswith("data.pkl") for name in every):
+            graph, kind = _read_torch(b), "torch.save file"
+        elif every and len(names) == len(every):
+            graph, kind = _read_npz(b), "numpy .npz"
         else:
-            raise _fail(path, "a zip archive that is neither a torch.save file nor an .npz of arrays")
+            raise b.fail("a zip archive that is neither a torch.save file nor an .npz of arrays")
     elif head[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
-        graph, kind = _read_torch(path, max_edges, max_nodes), "torch.save file (legacy format)"
+        graph, kind = _read_torch(b), "torch.save file (legacy format)"
     else:
-        raise _fail(path, f"unrecognized format (first bytes {head.hex()}); expected a torch.save .pt, a numpy "
-                          ".npz/.npy, a scipy .npz or a DGL graph file")
+        raise b.fail(f"unrecognized format (first bytes {head.hex()}); expected a torch.save .pt, a numpy "
+                     ".npz/.npy, a scipy .npz or a DGL graph file")
     stats = f"{graph.num_src_nodes:,} nodes, {graph.num_edges:,} edges" if not graph.is_bipartite else \
         f"{graph.num_src_nodes:,} x {graph.num_dst_nodes:,} nodes (bipartite), {graph.num_edges:,} edges"
     return Loaded(graph, path.stem, f"{kind} {path.name}: {stats}")

@@ -14,7 +14,12 @@ every such leftover whose writer process is gone.
 
 Reading checks the header, the length and the SHA-256 of the payload before anything parses
 it, so a truncated file or overwritten bytes are refused with the file's name (torch.load does
-not check the zip archive's CRCs), and a damaged archive never reaches the unpickler.
+not check the zip archive's CRCs), and a damaged archive never reaches the unpickler. Only
+regular files are read (a fifo or ``/dev/zero`` is refused by its type), and the header's size
+must be the file's own. A checksum proves the bytes are what was written, not that the writer
+was friendly (anyone can recompute it): the payload is then read as any untrusted archive is
+(:func:`unigraph.data.torch_file.load_torch_archive`: stored members only, restricted unpickler,
+no stride-0 or overlapping views), and its content is checked by the reader of each kind.
 """
 from __future__ import annotations
 
@@ -24,14 +29,14 @@ import io
 import json
 import os
 import pathlib
-import pickle
 import secrets
-import zipfile
 from typing import BinaryIO, Iterator
 
 import torch
 
+from unigraph.data import limits
 from unigraph.data.errors import DataFileError
+from unigraph.data.torch_file import load_torch_archive
 
 MAGIC = b"unigraph checked file 1\n"
 MAX_HEADER = 4096
@@ -119,8 +124,9 @@ def read_checked(path: str | os.PathLike, kind: str) -> bytes:
     """The payload of a file written by :func:`write_checked` for ``kind``; raises
     :class:`DataFileError` naming the file unless header, length and checksum all match."""
     path = pathlib.Path(path)
+    file_bytes = limits.regular_size(path)
     try:
-        with open(path, "rb") as file:
+        with limits.open_regular(path) as file:
             magic = file.read(len(MAGIC))
             if magic != MAGIC:
                 raise DataFileError(path, f"is not a unigraph {kind} file (no checksum header; files written by "
@@ -133,6 +139,9 @@ def read_checked(path: str | os.PathLike, kind: str) -> bytes:
                 raise DataFileError(path, "has a damaged header") from None
             if found_kind != kind:
                 raise DataFileError(path, f"holds a {found_kind!r:.80}, not a {kind!r}")
+            if not 0 <= size <= file_bytes - file.tell():
+                raise DataFileError(path, f"is truncated: the header promises {size} bytes of data, the file holds "
+                                          f"{file_bytes - file.tell()}")
             hasher, chunks, remaining = hashlib.sha256(), [], size
             while remaining > 0:
                 chunk = file.read(min(_CHUNK, remaining))
@@ -164,12 +173,7 @@ def save_torch(path: str | os.PathLike, kind: str, obj: object) -> pathlib.Path:
 
 
 def load_torch(path: str | os.PathLike, kind: str) -> object:
-    """Verify a checked file, then ``torch.load(..., weights_only=True)`` its payload on the CPU."""
+    """Verify a checked file, then read its payload as an untrusted ``torch.save`` archive on the
+    CPU (:func:`unigraph.data.torch_file.load_torch_archive`)."""
     payload = read_checked(path, kind)
-    try:
-        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise DataFileError(path, f"holds something other than tensors and plain data (refused by the safe "
-                                  f"loader: {err})") from None
-    except (RuntimeError, ValueError, EOFError, zipfile.BadZipFile) as err:  # intact bytes, unreadable archive
-        raise DataFileError(path, f"holds an unreadable archive ({type(err).__name__}: {err})") from None
+    return load_torch_archive(path, payload, len(payload))

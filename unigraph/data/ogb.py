@@ -15,9 +15,10 @@ An OGB node dataset (https://ogb.stanford.edu) unpacks to this layout (``ogbn-ar
 :func:`read_ogb_node` reads it as OGB's ``NodePropPredDataset`` does: with ``add_inverse_edge``
 (ogbn-products, ogbn-proteins) every edge is followed by its reverse (edge ``i`` becomes edges
 ``2i`` and ``2i+1``, features repeated), as OGB orders them. Every file goes through the strict,
-size-bounded reader of :mod:`unigraph.data.text_table`, and the counts are checked against each
-other (edges against ``num-edge-list``, rows against ``num-node-list``, node ids and split ids in
-range). Pass the folder that holds ``ogbn_arxiv/`` (what ``root`` is to OGB), or that folder itself.
+size-bounded reader of :mod:`unigraph.data.text_table` (a gzip file inflates at most to
+:func:`unigraph.data.limits.allowance` of its size; the two count files hold at most 4 KiB of
+text), and the counts are checked against each other (edges against ``num-edge-list``, rows
+against ``num-node-list``, node ids and split ids in range) and against what the files can hold. Pass the folder that holds ``ogbn_arxiv/`` (what ``root`` is to OGB), or that folder itself.
 The metric of each dataset is available as :class:`unigraph.tasks.metrics.Evaluator`.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from unigraph.data import limits
 from unigraph.data.dataset import NodeDataset, mask_from_index
 from unigraph.data.text_table import DEFAULT_MAX_BYTES, DataFormatError, read_table
 from unigraph.graph import Graph
@@ -107,12 +109,26 @@ def _dataset_folder(root: pathlib.Path, name: str) -> pathlib.Path:
                           "and split/)")
 
 
+COUNT_FILE_BYTES = 4096  # num-node-list / num-edge-list hold one number: more text than this is not a count file
+
+
 def _single_count(path: pathlib.Path, max_bytes: int) -> int:
-    table = read_table(path, integer=True, max_bytes=max_bytes)
+    table = read_table(path, integer=True, max_bytes=min(max_bytes, COUNT_FILE_BYTES))
     if table.shape != (1, 1) or int(table[0, 0]) < 0:
         raise DataFormatError(f"{path.name} must hold one count for the one graph of a node dataset, got shape "
                               f"{list(table.shape)}")
     return int(table[0, 0])
+
+
+def _check_counts(raw: pathlib.Path, num_nodes: int, num_edges: int) -> None:
+    """The counts against what the folder's files can hold: every node and edge is a row of text of
+    at least two bytes, inflated at most to the allowance of the files (:mod:`unigraph.data.limits`);
+    a count beyond that would size arrays (labels, masks, row pointers) no file fills."""
+    stored = sum(limits.regular_size(path) for path in raw.glob("*.csv.gz") if path.is_file())
+    for what, count in (("num-node-list.csv.gz", num_nodes), ("num-edge-list.csv.gz", num_edges)):
+        if 2 * count > limits.allowance(stored):
+            raise DataFormatError(f"{what} says {count:,}, more rows than the folder's files can hold "
+                                  f"({stored:,} bytes of gzip text; {limits.describe_allowance(stored)})")
 
 
 def _check_rows(path: pathlib.Path, table: np.ndarray, expected: int, what: str) -> None:
@@ -155,6 +171,7 @@ def read_ogb_node(root: str | os.PathLike, name: str, *, split: str | None = Non
 
     num_nodes = _single_count(raw / "num-node-list.csv.gz", max_bytes)
     num_edges = _single_count(raw / "num-edge-list.csv.gz", max_bytes)
+    _check_counts(raw, num_nodes, num_edges)
     edges = read("edge", True)
     if edges.shape[1] != 2:
         raise DataFormatError(f"edge.csv.gz must hold two node ids per row, got {edges.shape[1]} fields")

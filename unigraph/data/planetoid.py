@@ -36,6 +36,7 @@ import torch
 
 from unigraph.data.dataset import NodeDataset, mask_from_index, normalize_features as _row_normalize
 from unigraph.data.edges import undirected_simple_graph
+from unigraph.data import limits
 from unigraph.data.errors import DataFileError
 from unigraph.data.restricted_pickle import PickledCSR, restricted_load
 
@@ -73,7 +74,7 @@ def _path(root: pathlib.Path, name: str, part: str) -> pathlib.Path:
 def _read(root: pathlib.Path, name: str, part: str) -> tuple[pathlib.Path, bytes]:
     path = _path(root, name, part)
     try:
-        with open(path, "rb") as file:
+        with limits.open_regular(path) as file:   # never blocks on a fifo swapped in after the check
             data = file.read(MAX_FILE_BYTES + 1)
     except OSError as err:
         raise DataFileError(path, f"cannot be read ({err.strerror or err})") from None

@@ -22,7 +22,7 @@ from unigraph.distributed import format as fmt
 from unigraph.distributed.partition import METHODS, format_report, partition_dataset
 from unigraph.distributed.train import DistJobSpec, build_model, partitioned_layout, run_partitioned_job
 from unigraph.train import job as jobs
-from unigraph.train.distributed import launched_by_environment
+from unigraph.train.distributed import launched_by_environment, listen_on_master, resolve_master
 from unigraph.train.launch import LaunchError, free_port, launch
 
 # train options that describe an in-memory dataset or another kind of parallelism
@@ -62,7 +62,9 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-fanouts", type=_int_list, help="fanouts of evaluation; default: every in-edge (exact)")
     group.add_argument("--nnodes", type=int, default=1, help="machines in the job (default 1)")
     group.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nnodes-1 (default 0)")
-    group.add_argument("--master-addr", default="127.0.0.1", help="address of machine 0 (default 127.0.0.1)")
+    group.add_argument("--master-addr", default="127.0.0.1", help="address of machine 0, where the rendezvous store "
+                       "listens (default 127.0.0.1: one machine). torch.distributed has no authentication: use a "
+                       "private network (docs/security.md)")
     group.add_argument("--master-port", type=int, help="rendezvous port on machine 0 (default: a free port; give "
                        "one when --nnodes > 1)")
 
@@ -83,7 +85,8 @@ def run_partition(parser: argparse.ArgumentParser, args) -> int:
 def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.PartitionSetInfo, int]:
     """The job, the set's metadata and the processes to start on this machine; the files it reads
     and writes are checked here, before any process starts: the metadata, the parts this machine's
-    trainers load (checksums and set ids), the checkpoint directory and a checkpoint to resume."""
+    trainers load (checksums, set ids, finite features), the master address and port, the checkpoint
+    directory and a checkpoint to resume."""
     from unigraph.cli import check_files, spec_from_args  # noqa: PLC0415 - the rules of `unigraph train`, there
 
     for name, default in _NOT_WITH_PARTITIONS.items():
@@ -98,6 +101,7 @@ def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.Parti
         raise ValueError(f"--node-rank must be in 0..--nnodes-1 = 0..{args.nnodes - 1}, got {args.node_rank}")
     if args.nnodes > 1 and args.master_port is None:
         raise ValueError("--nnodes > 1 needs --master-port (and --master-addr): the same on every machine")
+    _check_master(args)
     group = 1 + args.num_samplers
     if launched_by_environment():
         nproc = None
@@ -114,13 +118,29 @@ def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.Parti
                        rank_offset=args.node_rank * (nproc or 0))
     if spec.prefetch < 0:
         raise ValueError(f"--prefetch must be >= 0, got {spec.prefetch}")
-    build_model(spec, info)  # a model that does not fit the set's features and classes: fail now
+    model = build_model(spec, info)  # a model that does not fit the set's features and classes: fail now
     if nproc is not None:  # (under torchrun every process checks its own part as it loads it)
         trainers_here = nproc // group
         for part in range(args.node_rank * trainers_here, (args.node_rank + 1) * trainers_here):
-            fmt.load_part_arrays(info, part, names=())
-    check_files(train, layout=partitioned_layout(info))
+            fmt.load_part_arrays(info, part, names=("x",))  # checksums, and features finite (one part at a time)
+    check_files(train, layout=partitioned_layout(info), model=model)
     return spec, info, nproc
+
+
+def _check_master(args) -> None:
+    """--master-addr must resolve and --master-port lie in 1..65535; on machine 0 (which hosts the
+    rendezvous store) the address must be this machine's and the port free. Checked before any
+    process starts: a typo would otherwise end only when the ranks' timeout does."""
+    if args.master_port is not None and not 1 <= args.master_port <= 65535:
+        raise ValueError(f"--master-port must be in 1..65535, got {args.master_port}")
+    try:
+        if args.node_rank == 0 and int(os.environ.get("RANK", 0)) == 0 and not launched_by_environment():
+            listen_on_master(args.master_addr, args.master_port).close()
+        else:
+            resolve_master(args.master_addr, args.master_port)
+    except ValueError as err:
+        where = f"--master-addr {args.master_addr}" + (f" --master-port {args.master_port}" if args.master_port else "")
+        raise ValueError(f"{where}: {err}") from None
 
 
 def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
@@ -140,7 +160,7 @@ def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
             _print_summary([summary])
         return 0
     env = {"WORLD_SIZE": str(nproc * args.nnodes), "MASTER_ADDR": args.master_addr,
-           "MASTER_PORT": str(args.master_port or free_port())}
+           "MASTER_PORT": str(args.master_port or free_port(args.master_addr))}
     try:
         summaries = launch(run_partitioned_job, nproc, args=(spec,), threads=spec.threads, env=env,
                            timeout=max(3600.0, 10 * spec.train.timeout))

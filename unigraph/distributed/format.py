@@ -34,10 +34,12 @@ the parts are streamed to disk, their checksums kept in the checked metadata); a
 ``partitions.json`` is removed first, so an interrupted write leaves a directory that is refused
 (no metadata), never a mix of two sets that looks whole. Reading (:func:`read_metadata`,
 :func:`load_part_arrays`) refuses, with a :class:`PartitionFormatError` (a ``DataFileError``)
-naming the file and the problem: a missing file, damaged metadata, a SHA-256 that does not match
-(corrupted or truncated bytes, or a file from another set, which the
-embedded set id then identifies), and arrays whose dtypes, shapes or value ranges contradict the
-metadata.
+naming the file and the problem: a missing file, damaged metadata, counts the parts cannot hold
+(nodes, features and edges against the parts' bytes, more classes than nodes), a SHA-256 or size
+that does not match (corrupted or truncated bytes, or a file from another set, which the embedded
+set id then identifies), compressed members or headers that claim more than their member holds
+(:mod:`unigraph.data.npz_file`), arrays whose dtypes, shapes or value ranges contradict the
+metadata, and non-finite features. Only regular files are read.
 """
 from __future__ import annotations
 
@@ -46,12 +48,13 @@ import json
 import os
 import pathlib
 import uuid
-import zipfile
 
 import numpy as np
 
+from unigraph.data import limits
 from unigraph.data.checked_file import atomic_write, read_checked, sha256_file, write_checked
 from unigraph.data.errors import DataFileError
+from unigraph.data.npz_file import read_npz
 from unigraph.distributed.book import PartitionBook
 
 FORMAT = "unigraph.partitions"
@@ -113,7 +116,12 @@ class PartitionSetInfo:
 def begin_write(directory: str | os.PathLike) -> pathlib.Path:
     """Create ``directory`` and remove an old ``partitions.json`` (so a half-written set is refused)."""
     directory = pathlib.Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise PartitionFormatError(directory, "is a file, not a directory: a partition set is written into a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PartitionFormatError(directory, f"cannot be created ({err.strerror or err})") from None
     (directory / METADATA).unlink(missing_ok=True)
     return directory
 
@@ -188,16 +196,33 @@ def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
         _require(entry["nodes"] == book.num_owned(part), path,
                  f"part {part} lists {entry['nodes']} nodes but the offsets give it {book.num_owned(part)}")
     _require(sum(e["edges"] for e in raw["parts"]) == raw["num_edges"], path, "the parts' edges do not sum to num_edges")
+    _check_sizes(path, raw)
     fields = {f.name for f in dataclasses.fields(PartitionSetInfo)} - {"directory"}
     return PartitionSetInfo(directory=directory, **{name: raw[name] for name in fields})
 
 
-def _embedded_identity(path: pathlib.Path) -> str:
+def _check_sizes(path: pathlib.Path, raw: dict) -> None:
+    """Counts the metadata states against the bytes its parts hold (each part's size is checked
+    against the real file when it is loaded): the arrays are stored uncompressed, so ``num_nodes``
+    ids and features and ``num_edges`` source ids must fit in them; and no more classes than nodes
+    (a model gets one output per class: ``num_classes = 2**40`` would make a 281 TB layer)."""
+    stored = sum(entry["bytes"] for entry in raw["parts"])
+    itemsize = 2 if raw["feature_dtype"] in ("float16", "bfloat16") else 4 if raw["feature_dtype"] == "float32" else 8
+    needed = raw["num_nodes"] * (8 + raw["num_features"] * itemsize) + raw["num_edges"] * 4
+    _require(needed <= stored, path, f"describes {raw['num_nodes']:,} nodes x {raw['num_features']:,} features and "
+             f"{raw['num_edges']:,} edges ({needed:,} bytes of arrays), more than its parts hold ({stored:,} bytes)")
+    _require(raw["num_classes"] <= max(raw["num_nodes"], 1), path,
+             f"num_classes={raw['num_classes']:,} is more than the {raw['num_nodes']:,} nodes (one output per class)")
+    _require(raw["max_in_degree"] <= raw["num_edges"], path,
+             f"max_in_degree={raw['max_in_degree']:,} is more than the {raw['num_edges']:,} edges")
+
+
+def _embedded_identity(path: pathlib.Path, size: int) -> str:
     """'set S, part P' as written inside a part file, or why that cannot be read (for error messages only)."""
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            return f"set {bytes(npz['set_id']).decode('ascii')}, part {int(npz['part_id'][0])}"
-    except (OSError, ValueError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, IndexError) as err:
+        arrays = read_npz(path, file_bytes=size, compressed=False, names=("set_id", "part_id"), max_elements=64)
+        return f"set {bytes(arrays['set_id'].astype(np.uint8)).decode('ascii')}, part {int(arrays['part_id'][0])}"
+    except (DataFileError, KeyError, UnicodeDecodeError, IndexError, ValueError, TypeError) as err:
         return f"unreadable ({type(err).__name__}: {err})"
 
 
@@ -214,24 +239,26 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
     entry = info.parts[part]
     if not path.is_file():
         raise FileNotFoundError(f"partition file {path} is missing (the set {info.set_id} has {info.num_parts} parts)")
-    if verify:
-        size = path.stat().st_size
-        if size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
-            what = (f"it holds {size} bytes, {METADATA} says {entry['bytes']}" if size != entry["bytes"]
-                    else f"its SHA-256 differs from the one in {METADATA}")
-            raise PartitionFormatError(
-                path, f"does not match {METADATA} ({what}): "
-                f"the file is corrupted or belongs to another partition set; it identifies itself as "
-                f"{_embedded_identity(path)}, the metadata expects set {info.set_id}, part {part}")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            identity = bytes(npz["set_id"]).decode("ascii"), int(npz["part_id"][0])
-            _require(identity == (info.set_id, part), path,
-                     f"belongs to set {identity[0]}, part {identity[1]}; the metadata expects set {info.set_id}, "
-                     f"part {part}")
-            arrays = {name: npz[name] for name in names if name not in ("set_id", "part_id")}
-    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as err:
+    size = limits.regular_size(path)
+    if size != entry["bytes"] or (verify and sha256_file(path) != entry["sha256"]):
+        what = (f"it holds {size} bytes, {METADATA} says {entry['bytes']}" if size != entry["bytes"]
+                else f"its SHA-256 differs from the one in {METADATA}")
+        raise PartitionFormatError(
+            path, f"does not match {METADATA} ({what}): "
+            f"the file is corrupted or belongs to another partition set; it identifies itself as "
+            f"{_embedded_identity(path, size)}, the metadata expects set {info.set_id}, part {part}")
+    wanted = ("set_id", "part_id", *(name for name in names if name not in ("set_id", "part_id")))
+    try:  # stored members only, each header against its member's length (np.savez writes them so)
+        arrays = read_npz(path, file_bytes=size, compressed=False, names=wanted)
+        missing = [name for name in wanted if name not in arrays]
+        _require(not missing, path, f"lacks the arrays {missing}")
+        identity = bytes(arrays.pop("set_id").astype(np.uint8)).decode("ascii"), int(arrays.pop("part_id")[0])
+    except DataFileError as err:
+        raise PartitionFormatError(err.path, err.problem) from None
+    except (UnicodeDecodeError, IndexError, ValueError, TypeError) as err:
         raise PartitionFormatError(path, f"cannot be read as a partition file ({type(err).__name__}: {err})") from None
+    _require(identity == (info.set_id, part), path,
+             f"belongs to set {identity[0]}, part {identity[1]}; the metadata expects set {info.set_id}, part {part}")
     _check_arrays(path, info, part, arrays)
     return arrays
 
@@ -251,6 +278,8 @@ def _check_arrays(path, info: PartitionSetInfo, part: int, arrays: dict[str, np.
     if "x" in arrays:
         _require(str(arrays["x"].dtype) == info.feature_dtype, path,
                  f"features are {arrays['x'].dtype}, the metadata says {info.feature_dtype}")
+        _require(bool(np.isfinite(arrays["x"]).all()), path, "array 'x' holds non-finite features (NaN or infinity): "
+                 "training on them ends in a NaN loss")
     if "indptr" in arrays:
         indptr = arrays["indptr"]
         _require(int(indptr[0]) == 0 and int(indptr[-1]) == e and bool(np.all(indptr[1:] >= indptr[:-1])), path,

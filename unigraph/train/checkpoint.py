@@ -18,7 +18,11 @@ a killed writer's temporary file is removed by the next write)::
 
 :func:`load_checkpoint` refuses, with a :class:`CheckpointError` naming the file, a file that is
 missing, truncated, corrupted or foreign, one that lacks a key or holds a mistyped one, a history
-that does not count the epochs 1..epoch, and an epoch outside ``1..epochs`` of the resuming run.
+that does not count the epochs 1..epoch, an epoch outside ``1..epochs`` of the resuming run, and
+content a run never holds (:mod:`unigraph.train.checkpoint_checks`: NaN weights or optimizer
+state, accuracies outside [0, 1], short RNG states, ...). Before restoring, the trainers check the
+state against their model and fresh optimizer (:func:`check_restorable`: keys, shapes,
+hyperparameters), so a bad value is a ``CheckpointError`` naming the field, never a traceback.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import torch
 
 from unigraph.data.checked_file import load_torch, save_torch
 from unigraph.data.errors import DataFileError
+from unigraph.train import checkpoint_checks
 from unigraph.train.metrics import EpochMetrics
 
 FORMAT = "unigraph.train.checkpoint"
@@ -132,6 +137,10 @@ def check_state(path: pathlib.Path, state, epochs: int | None = None) -> None:
              and all(isinstance(r, dict) for r in state["rng"]),
              f"holds {len(state['rng'])} RNG states for a world of {world_size!r} processes")
     _require(path, state["loader"] is None or isinstance(state["loader"], dict), "has a loader state that is not a dict")
+    try:
+        checkpoint_checks.check_content(state, epoch)
+    except checkpoint_checks.ContentError as err:
+        raise CheckpointError(path, str(err)) from None
 
 
 def load_checkpoint(directory: str | os.PathLike, *, epochs: int | None = None) -> Checkpoint:
@@ -148,6 +157,15 @@ def load_checkpoint(directory: str | os.PathLike, *, epochs: int | None = None) 
     checkpoint = Checkpoint(state)
     checkpoint.path = path
     return checkpoint
+
+
+def check_restorable(state: dict, model, optimizer, *, stage: int | None = None) -> None:
+    """``state`` (from :func:`load_checkpoint`) against the resuming run's model and fresh optimizer
+    (see :func:`unigraph.train.checkpoint_checks.check_restorable`)."""
+    try:
+        checkpoint_checks.check_restorable(state, model, optimizer, stage=stage)
+    except checkpoint_checks.ContentError as err:
+        raise CheckpointError(getattr(state, "path", FILENAME), str(err)) from None
 
 
 def check_compatible(state: dict, world: dict) -> None:

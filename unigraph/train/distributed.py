@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
+import ipaddress
 import os
+import socket
 import sys
 
 import torch
@@ -55,10 +58,80 @@ def _env_int(name: str) -> int:
         raise ValueError(f"the environment variable {name} must be an integer, got {value!r}") from None
 
 
+def resolve_master(address: str, port: int | None) -> tuple[int, tuple]:
+    """``(family, socket address)`` of the job's master (``port`` None: any port); ``ValueError``
+    naming an address that does not resolve or a port outside ``1..65535``, so that a typo fails
+    at once rather than after every rank waited out its timeout."""
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        raise ValueError(f"the master port must be in 1..65535, got {port!r}")
+    try:
+        family, _, _, _, sockaddr = socket.getaddrinfo(address, port or 0, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError, OSError) as err:
+        raise ValueError(f"the master address {address!r} does not resolve ({err})") from None
+    return family, sockaddr
+
+
+def listen_on_master(address: str, port: int | None) -> socket.socket:
+    """A listening socket bound to the master address only (not every interface; ``port`` None:
+    a free one); ``ValueError`` when ``address`` is not one of this machine's or the port is taken."""
+    family, sockaddr = resolve_master(address, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(1024)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRNOTAVAIL:
+            raise ValueError(f"the master address {address!r} ({sockaddr[0]}) is not an address of this machine; the "
+                             "machine of node rank 0 hosts the rendezvous store there") from None
+        if err.errno == errno.EADDRINUSE:
+            raise ValueError(f"the master port {port} is already in use on {address} ({sockaddr[0]})") from None
+        raise ValueError(f"cannot listen on the master address {address}:{port} ({err.strerror or err})") from None
+    return sock
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(resolve_master(address, None)[1][0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _loopback_interface() -> str | None:
+    names = [name for _, name in socket.if_nameindex()] if hasattr(socket, "if_nameindex") else []
+    return next((name for name in ("lo", "lo0") if name in names), None)
+
+
+_STORE = None  # rank 0's rendezvous store and its listening socket (kept alive while the job runs)
+
+
+def _host_store(address: str, port: int, world_size: int, timeout: float) -> None:
+    """On rank 0: start the rendezvous store (``torch.distributed.TCPStore``) listening on the master
+    address only. torch's own would listen on every interface; the process group and RPC then
+    join this one (torch shares one store server per port in a process: ``multi_tenant``)."""
+    global _STORE
+    sock = listen_on_master(address, port)
+    try:
+        store = dist.TCPStore(address, port, world_size, is_master=True, multi_tenant=True, wait_for_workers=False,
+                              master_listen_fd=sock.fileno(), timeout=datetime.timedelta(seconds=timeout))
+    except BaseException:
+        sock.close()
+        raise
+    _STORE = (store, sock)  # the store listens on this socket's descriptor: both live as long as the job
+
+
 def init_distributed(timeout: float = DEFAULT_TIMEOUT, backend: str | None = None) -> DistContext:
     """Join the process group the environment describes (idempotent) and return this rank's context.
 
     ``backend``: ``"gloo"`` or ``"nccl"``; ``None`` picks NCCL when a GPU is visible, else gloo.
+
+    Network exposure: ``torch.distributed`` has no authentication. Rank 0's rendezvous store
+    listens on ``MASTER_ADDR`` only (unless torchrun's agent hosts it); with a loopback master
+    (one machine) gloo and TensorPipe are told to use the loopback interface too
+    (``GLOO_SOCKET_IFNAME`` / ``TP_SOCKET_IFNAME``, unless set). Any process that can reach those
+    ports can read and write the store; run multi-machine jobs on a private network only
+    (``docs/security.md``).
     """
     rank, world_size = _env_int("RANK"), _env_int("WORLD_SIZE")
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
@@ -66,6 +139,8 @@ def init_distributed(timeout: float = DEFAULT_TIMEOUT, backend: str | None = Non
         if name not in os.environ:
             raise ValueError(f"the environment variable {name} is not set; start the job with torchrun or "
                              "`unigraph train --nproc N`")
+    address, port = os.environ["MASTER_ADDR"], _env_int("MASTER_PORT")
+    resolve_master(address, port)
     if not 0 <= rank < world_size:
         raise ValueError(f"RANK must be in 0..WORLD_SIZE-1 = 0..{world_size - 1}, got {rank}")
     if backend is None:
@@ -80,6 +155,11 @@ def init_distributed(timeout: float = DEFAULT_TIMEOUT, backend: str | None = Non
     else:
         device = torch.device("cpu")
     if not dist.is_initialized():
+        if is_loopback(address) and (interface := _loopback_interface()) is not None:
+            for variable in ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+                os.environ.setdefault(variable, interface)
+        if rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != str(True):
+            _host_store(address, port, world_size, timeout)
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=timeout))
     return DistContext(rank, world_size, local_rank, backend, device, timeout)
@@ -110,10 +190,14 @@ def shutdown() -> None:
     """
     if sys.exc_info()[1] is not None:
         return
+    global _STORE
     if dist.is_available() and dist.is_initialized():
         if dist.get_world_size() > 1:
             dist.barrier()
         dist.destroy_process_group()
+    if _STORE is not None:
+        _STORE[1].close()
+        _STORE = None
 
 
 def all_reduce_sum(values: list[float], device: torch.device, group=None) -> list[float]:

@@ -17,7 +17,7 @@ from unigraph.data import NodeDataset, Planetoid, planted_partition
 from unigraph.data.planetoid import NAMES as PLANETOID_NAMES
 from unigraph.data.roots import planetoid_folder
 from unigraph.train import hetero
-from unigraph.train.config import PipelineConfig, TrainConfig
+from unigraph.train.config import ALL_NEIGHBOURS, PipelineConfig, TrainConfig
 from unigraph.train.distributed import init_distributed, launched_by_environment, shutdown
 from unigraph.train.models import ALIASES, MODELS, build_node_classifier
 from unigraph.train.pipeline import PipelineTrainer
@@ -107,9 +107,11 @@ def describe(spec: JobSpec, dataset: NodeDataset) -> str:
         mode = f"data parallel: {spec.world_size} processes"
     else:
         mode = "1 process"
+    fanouts = "all in-edges" if config.fanouts is None else "[" + ", ".join(
+        "all" if f == ALL_NEIGHBOURS else str(f) for f in config.fanouts) + "]" + (
+        " (all: every in-edge)" if ALL_NEIGHBOURS in config.fanouts else "")
     batches = ("full graph" if config.full_graph and spec.world_size == 1 and pipeline is None else
-               f"mini-batches of {config.batch_size or 'all'} seeds, fanouts "
-               f"{'all' if config.fanouts is None else list(config.fanouts)}")
+               f"mini-batches of {config.batch_size or 'all'} seeds, fanouts {fanouts}")
     return (f"unigraph train: {spec.model.name} ({spec.model.num_layers} layers) on {dataset!r}\n"
             f"mode: {mode}; {batches}; {config.epochs} epochs, seed {config.seed}; backend choice {spec.backend}")
 

@@ -17,6 +17,14 @@ Failure handling (no silent hang; see ``docs/faults.md``):
   *first* and how: its traceback, or its exit code or signal. A rank whose error only says that
   a peer vanished (a connection reset or closed by the peer) is a consequence, never the cause:
   it is listed after the root cause whatever its timestamp.
+* Each rank sends a heartbeat every second (a thread of its own). A rank that falls silent and
+  that the kernel reports stopped (SIGSTOP: state ``T`` in ``/proc``) fails the job within about
+  ``STOPPED_AFTER`` (2) seconds, named as stopped; one silent for ``heartbeat_timeout`` seconds
+  (120 by default: a numba kernel holds the GIL for seconds on a large graph) fails whatever its
+  state. The other ranks' timeouts (collectives, RPC) would otherwise blame whoever waited longest.
+* A rank that ends without a Python error is dated by the moment the launcher last saw it alive
+  (when its previous wait returned), not when it noticed the end: a peer's error about the lost
+  connection, raised in between, sorts after it.
 * A rank stuck in a collective fails by itself after the process group's timeout (see
   :func:`unigraph.train.distributed.init_distributed`); and the whole job is bounded by
   ``timeout`` seconds, after which the ranks still running print every thread's stack to their
@@ -38,6 +46,7 @@ import os
 import pickle
 import signal
 import socket
+import threading
 import time
 import traceback
 from typing import Any, Callable, NoReturn
@@ -45,10 +54,14 @@ from typing import Any, Callable, NoReturn
 import torch.multiprocessing as mp
 
 from unigraph.procs import (
-    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, send_message, start_child, stop_processes,
-    wait_any)
+    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, process_state, send_message, start_child,
+    stop_processes, wait_any)
 
 SETTLE_SECONDS = 0.5   # after the first failure, how long the other ranks may still report theirs
+HEARTBEAT_SECONDS = 1.0   # how often a rank says it is alive (a thread of its own)
+STOPPED_AFTER = 2.0       # a rank that is silent this long and stopped (SIGSTOP: state T in /proc) has failed
+HEARTBEAT_TIMEOUT = 120.0  # a rank silent this long has failed whatever its state (a numba kernel holds the GIL
+# for seconds on a large graph, so the heartbeat thread of a busy rank may be late; never this late)
 # What a rank's error says when it only lost a peer (gloo, NCCL, the rendezvous store): a consequence.
 PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
              "communicator was aborted",
@@ -59,10 +72,11 @@ class LaunchError(RuntimeError):
     """A rank failed (its error text is in the message) or the job ran out of time."""
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago (the rendezvous port of a local job)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port of ``host`` that was free a moment ago (the rendezvous port of a job)."""
+    family, sockaddr = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][::4]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind(sockaddr)
         return sock.getsockname()[1]
 
 
@@ -81,11 +95,33 @@ def _environment(values: dict[str, str]):
                 os.environ[key] = value
 
 
+class _Reporter:
+    """A rank's side of its channel: whole messages under a lock (the heartbeat thread writes too)."""
+
+    def __init__(self, rank: int, channel):
+        self.rank, self.channel, self.lock = rank, channel, threading.Lock()
+
+    def send(self, kind: str, payload: Any = None, message: bytes | None = None) -> None:
+        message = message if message is not None else pickle.dumps((kind, self.rank, time.time(), payload))
+        with self.lock:
+            send_message(self.channel, message)
+
+    def beat_forever(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_SECONDS)
+            try:
+                self.send("beat")
+            except OSError:  # the launcher is gone: the lifeline ends this process
+                return
+
+
 def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, channel, lifeline) -> None:
     exit_with_parent(lifeline, exit_code=1)
     os.environ.update(RANK=str(local_rank), LOCAL_RANK=str(local_rank))
     if hasattr(signal, "SIGUSR1"):  # the launcher asks for every thread's stack before it stops a stuck job
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+    reporter = _Reporter(local_rank, channel)
+    threading.Thread(target=reporter.beat_forever, name="unigraph-heartbeat", daemon=True).start()
     import torch  # noqa: PLC0415 - in the child
     torch.set_num_threads(threads)
     try:
@@ -93,9 +129,9 @@ def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, cha
         # plain pickle bytes: a tensor sent as a torch shared-memory handle would vanish with this rank
         message = pickle.dumps(("result", local_rank, time.time(), value))
     except BaseException:
-        send_message(channel, pickle.dumps(("error", local_rank, time.time(), traceback.format_exc())))
+        reporter.send("error", traceback.format_exc())
         raise   # (after reporting: the launcher acts on the report, not on this process's exit)
-    send_message(channel, message)
+    reporter.send("result", message=message)
 
 
 @dataclasses.dataclass(order=True)
@@ -116,15 +152,17 @@ def _error_failure(rank: int, when: float, text: str) -> _Failure:
 
 
 def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 600.0, threads: int | None = None,
-           env: dict[str, str] | None = None) -> list[Any]:
+           env: dict[str, str] | None = None, heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> list[Any]:
     """Run ``target(*args)`` in ``nproc`` ranks; return their return values, in rank order.
 
     ``target`` must be importable by name (a module-level function) and its arguments picklable.
     ``env`` adds environment variables for the ranks. Raises :class:`LaunchError` within about a
     second of the first failure of any rank, naming that rank and how it failed (traceback, exit
-    code or signal), or when ``timeout`` seconds pass (the stuck ranks first print every thread's
-    stack to their stderr). However the caller leaves (an error, Ctrl-C, a test timeout, SIGKILL),
-    no rank outlives it.
+    code or signal), within about ``STOPPED_AFTER`` seconds of a rank being stopped (SIGSTOP,
+    seen through its heartbeats and ``/proc``), after ``heartbeat_timeout`` seconds of a rank's
+    silence, or when ``timeout`` seconds pass (the stuck ranks first print every thread's stack to
+    their stderr). However the caller leaves (an error, Ctrl-C, a test timeout, SIGKILL), no rank
+    outlives it.
     """
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc must be an int >= 1, got {nproc!r}")
@@ -136,7 +174,7 @@ def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 6
                  "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": str(threads),
                  "NUMBA_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                  **(env or {})}
-    job = _Job(mp.get_context("spawn"), nproc)
+    job = _Job(mp.get_context("spawn"), nproc, heartbeat_timeout)
     try:
         with _environment(variables):
             job.start(target, args, threads)
@@ -148,9 +186,12 @@ def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 6
 class _Job:
     """The ranks of one :func:`launch`, their channels, and what they reported."""
 
-    def __init__(self, context, nproc: int):
+    def __init__(self, context, nproc: int, heartbeat_timeout: float = HEARTBEAT_TIMEOUT):
         self.context = context
         self.nproc = nproc
+        self.heartbeat_timeout = heartbeat_timeout
+        self.last_heard: dict[int, float] = {}   # rank -> monotonic time of its last message (heartbeats included)
+        self.alive_at = time.time()              # when the last wait returned: ranks not seen ending were alive then
         self.lifeline = Lifeline(context)
         self.processes: list = []
         self.channels: list[Channel] = []
@@ -164,6 +205,7 @@ class _Job:
                                            name=f"unigraph-rank-{rank}", lifeline=self.lifeline, daemon=False)
             self.processes.append(process)
             self.channels.append(channel)
+            self.last_heard[rank] = time.monotonic()
         self.lifeline.started()
 
     def wait(self, timeout: float) -> list[Any]:
@@ -178,7 +220,8 @@ class _Job:
             if now >= deadline:
                 self._time_out(timeout)
             limit = deadline if first_failure is None else min(deadline, first_failure + SETTLE_SECONDS)
-            self._poll(limit - now)
+            self._poll(min(limit - now, HEARTBEAT_SECONDS))
+            self._check_heartbeats()
         if self.failures:
             self.stop()
             raise LaunchError(self._failure_report())
@@ -188,6 +231,9 @@ class _Job:
         """Wait up to ``seconds`` for news from any rank, and take it in."""
         running = [rank for rank in range(self.nproc) if rank not in self.exited]
         readable, ended = wait_any(self.channels, [self.processes[rank] for rank in running], seconds)
+        # A rank seen ending now was alive when the previous wait returned: its end is dated then, so
+        # an error another rank raised about it later sorts after it (that rank's clock is this one's).
+        ended_after, self.alive_at = self.alive_at, time.time()
         for channel in readable:
             self._receive(self.channels.index(channel))
         for rank in (running[index] for index in ended):
@@ -197,14 +243,36 @@ class _Job:
             if rank in self.failures:
                 continue
             if code != 0:
-                self.failures[rank] = _Failure(False, time.time(), rank, describe_exit(code) +
+                self.failures[rank] = _Failure(False, ended_after, rank, describe_exit(code) +
                                                ("" if rank in self.results else " without raising a Python error"))
             elif rank not in self.results:
-                self.failures[rank] = _Failure(False, time.time(), rank, "exited (code 0) without returning a result")
+                self.failures[rank] = _Failure(False, ended_after, rank, "exited (code 0) without returning a result")
+
+    def _check_heartbeats(self) -> None:
+        """A rank silent for ``STOPPED_AFTER`` seconds that the kernel says is stopped, or silent for
+        ``heartbeat_timeout`` seconds in any state, has failed (dated by its last message)."""
+        now = time.monotonic()
+        for rank in range(self.nproc):
+            silent = now - self.last_heard[rank]
+            if rank in self.exited or rank in self.failures or silent < STOPPED_AFTER:
+                continue
+            state = process_state(self.processes[rank].pid)
+            if state in ("T", "t"):
+                how = (f"was stopped (process state {state}: SIGSTOP, a debugger or job control) and has sent no "
+                       f"heartbeat for {silent:.1f} s")
+            elif silent >= self.heartbeat_timeout:
+                how = (f"has sent no heartbeat for {silent:.0f} s (heartbeat_timeout={self.heartbeat_timeout:g}): it is "
+                       f"hung in code that holds the GIL, stopped or starved (process state {state or 'unknown'})")
+            else:
+                continue
+            self.failures[rank] = _Failure(False, time.time() - silent, rank, how)
 
     def _receive(self, rank: int) -> None:
         for message in self.channels[rank].receive():
             kind, _, when, payload = pickle.loads(message)   # from our own ranks
+            self.last_heard[rank] = time.monotonic()
+            if kind == "beat":
+                continue
             if kind == "result":
                 self.results[rank] = payload
             else:

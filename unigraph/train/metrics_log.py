@@ -40,7 +40,12 @@ class MetricsLog:
     def __init__(self, log_dir: str | os.PathLike, *, tensorboard: bool = False, plot: bool = True,
                  say: Callable[[str], None] = print):
         self.dir = pathlib.Path(log_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ValueError(f"--log-dir {self.dir}: is a file, not a directory (the metrics files go into a directory)")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"--log-dir {self.dir}: cannot be created ({err.strerror or err})") from None
         self.rows: list[dict] = []
         self.plot, self.say = plot, say
         self._writer = None

@@ -228,6 +228,7 @@ class PipelineTrainer(Trainer):
         state = ckpt.load_checkpoint(self.config.checkpoint_dir, epochs=self.config.epochs)
         ckpt.check_compatible(state, self.layout)
         check_resume_config(state["config"], self.config)
+        ckpt.check_restorable(state, self.model, self.optimizer, stage=self.stage_layout.stage)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"][self.stage_layout.stage])
         self.early_stopping.load_state_dict(state["early_stopping"])

@@ -225,6 +225,7 @@ class Trainer:
         state = ckpt.load_checkpoint(self.config.checkpoint_dir, epochs=self.config.epochs)
         ckpt.check_compatible(state, self.layout)
         check_resume_config(state["config"], self.config)
+        ckpt.check_restorable(state, self.model, self.optimizer)  # before anything changes: all or nothing
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.early_stopping.load_state_dict(state["early_stopping"])
