@@ -229,7 +229,8 @@ GPU_COLUMNS = ("launch_us", "edge_ns", "index_ns", "node_ns", "skew_ns")
 
 
 def _estimated_tables() -> dict[str, dict[str, LinearCost]]:
-    return {backend: {family: dataclasses.replace(cost, skew_ns=0.0 if family == "sddmm" else ESTIMATED_SKEW_NS[backend])
+    return {backend: {family: dataclasses.replace(cost, skew_ns=0.0 if family == "sddmm"
+                                                  else ESTIMATED_SKEW_NS[backend])
                       for family, cost in families.items()}
             for backend, families in GPU_ESTIMATES.items()}
 
@@ -239,8 +240,8 @@ def _gpu_rows(document: dict, table: str) -> dict[str, dict[str, LinearCost]]:
     rows = document.get(table)
     if not isinstance(rows, dict) or set(rows) != set(GPU_BACKENDS) or any(
             set(families) != set(FAMILIES) for families in rows.values()):
-        raise ValueError(f"{CUDA_CONSTANTS_PATH}: table {table!r} must hold every family {FAMILIES} of every GPU backend "
-                         f"{GPU_BACKENDS}; regenerate it with python -m benchmarks.gpu.ingest")
+        raise ValueError(f"{CUDA_CONSTANTS_PATH}: table {table!r} must hold every family {FAMILIES} of every GPU "
+                         f"backend {GPU_BACKENDS}; regenerate it with python -m benchmarks.gpu.ingest")
     return {backend: {family: LinearCost(**{k: float(row[k]) for k in GPU_COLUMNS}) for family, row in families.items()}
             for backend, families in rows.items()}
 
