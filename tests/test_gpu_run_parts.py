@@ -51,8 +51,9 @@ sys.exit(run_step("slow", args, body))
 def test_a_step_over_its_budget_is_stopped_and_its_partial_results_kept(tmp_path, monkeypatch, ignore_term):
     (tmp_path / "slow_step.py").write_text(SLOW_STEP.format(ignore_term=ignore_term))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(run, "KILL_GRACE_S", 2.0)  # SIGTERM at 3 s, SIGKILL at 5 s
     log = run.Log(tmp_path / "run.log")
-    budget = run.KILL_GRACE_S + 4
+    budget = 5.0
     began = time.monotonic()
     status = run.run_step(run.Step("slow", "slow_step", budget, "slow.json"), budget, tmp_path, False, log)
     log.close()

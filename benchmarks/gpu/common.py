@@ -126,6 +126,13 @@ def run_step(step: str, args, body: Callable[[Results, Deadline], None]) -> int:
     return code
 
 
+def step_main(step: str, doc: str, body: Callable[[Results, Deadline, bool], None], argv=None) -> int:
+    """A step's command line: ``OUT_JSON --budget-s S [--dry-run]``, then ``body(results,
+    deadline, dry_run)`` under :func:`run_step`; returns the exit code."""
+    args = parse_args(doc.split("\n\n")[0], argv)
+    return run_step(step, args, lambda results, deadline: body(results, deadline, args.dry_run))
+
+
 def device_for(dry_run: bool):
     """The device the step measures on: the GPU, or the CPU in a dry run (which hides CUDA)."""
     import torch

@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from benchmarks.gpu.common import log, parse_args, run_step
+from benchmarks.gpu.common import log, step_main
 
 STEP = "e2e"
 CORA_SIZE = dict(num_nodes=2_708, num_edges=5_278, num_features=1_433, num_classes=7)
@@ -173,10 +173,5 @@ def body(results, deadline, dry_run: bool) -> None:
     part_mini_batch(results, deadline, device, dry_run)
 
 
-def main(argv=None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], argv)
-    return run_step(STEP, args, lambda results, deadline: body(results, deadline, args.dry_run))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(step_main(STEP, __doc__, body))

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks.gpu.common import log, parse_args, run_step
+from benchmarks.gpu.common import log, step_main
 
 STEP = "environment"
 
@@ -75,10 +75,5 @@ def _version(name: str) -> str | None:
         return None
 
 
-def main(argv=None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], argv)
-    return run_step(STEP, args, lambda results, deadline: body(results, deadline, args.dry_run))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(step_main(STEP, __doc__, body))

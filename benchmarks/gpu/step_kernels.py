@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks.gpu.common import log, parse_args, run_step
+from benchmarks.gpu.common import log, step_main
 
 STEP = "kernels"
 # 2^16 nodes (R-MAT draws no rejections); E x width <= 2^28 elements (1 GiB of float32 messages per
@@ -65,10 +65,5 @@ def body(results, deadline, dry_run: bool) -> None:
               f"{torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else 0:.1f} GiB")
 
 
-def main(argv=None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], argv)
-    return run_step(STEP, args, lambda results, deadline: body(results, deadline, args.dry_run))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(step_main(STEP, __doc__, body))

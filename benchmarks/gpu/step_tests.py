@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.gpu.common import Interrupted, log, parse_args, repo_root, run_step
+from benchmarks.gpu.common import Interrupted, log, repo_root, step_main
 
 STEP = "tests"
 
@@ -148,10 +148,5 @@ def body(results, deadline, dry_run: bool) -> None:
     log(STEP, f"all parts: {counts}")
 
 
-def main(argv=None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], argv)
-    return run_step(STEP, args, lambda results, deadline: body(results, deadline, args.dry_run))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(step_main(STEP, __doc__, body))

@@ -21,7 +21,7 @@ import pathlib
 import sys
 import tempfile
 
-from benchmarks.gpu.common import log, parse_args, run_step
+from benchmarks.gpu.common import log, step_main
 
 STEP = "tuning"
 HELD_OUT = dict(nodes=100_000, degrees=[8, 32], widths=[32, 128], ops=["copy_u/sum", "u_mul_e/sum", "copy_u/max",
@@ -206,10 +206,5 @@ def body(results, deadline, dry_run: bool) -> None:
     part_triton_configs(results, deadline, device, dry_run)
 
 
-def main(argv=None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], argv)
-    return run_step(STEP, args, lambda results, deadline: body(results, deadline, args.dry_run))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(step_main(STEP, __doc__, body))
