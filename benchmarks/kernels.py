@@ -288,7 +288,15 @@ def compiled_pyg(op: str, backend: str) -> Callable:
     if (op, backend) not in _COMPILED:
         if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
             torch._dynamo.config.fail_on_recompile_limit_hit = True
-        _COMPILED[op, backend] = torch.compile(_PYG_FUNCTIONS[op], dynamic=True, backend=backend)
+        compiled = torch.compile(_PYG_FUNCTIONS[op], dynamic=True, backend=backend)
+        limit_hit = getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", ())
+
+        def call(*args):
+            try:
+                return compiled(*args)
+            except limit_hit as err:  # a plain Exception: reported per case like every implementation's error
+                raise RuntimeError(f"dynamo's recompile limit: {str(err).splitlines()[0]}") from err
+        _COMPILED[op, backend] = call
     return _COMPILED[op, backend]
 
 
@@ -462,7 +470,7 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
         run = with_backward(forward, inputs) if mode == "fwd+bwd" else _no_grad(forward)
         try:
             run()  # the first call: kernels specialize, caches fill; an error leaves this implementation out
-        except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:
+        except implementation_errors() as err:
             # reported, not hidden: an implementation without this path (e.g. torch.sparse CSR
             # values that need a gradient) is listed with its error in the results
             out["errors"][impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
@@ -478,6 +486,16 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
         out["median_ms"][impl] = round(timing.median_ms, 4)
         out["max_ms"][impl] = round(timing.max_ms, 4)
     return out
+
+
+def implementation_errors() -> tuple[type[BaseException], ...]:
+    """What an implementation's first call on a case may raise without ending the run (it is then
+    listed with its error): torch's and Python's errors, and Triton's (a kernel that does not
+    compile or does not fit on this GPU is a finding of a GPU run, not its end). Evaluated only
+    when an exception reaches the handler; Triton's class only if Triton was imported."""
+    triton_errors = sys.modules.get("triton.errors")
+    extra = (triton_errors.TritonError,) if triton_errors is not None else ()
+    return (RuntimeError, NotImplementedError, TypeError, ValueError) + extra
 
 
 def _no_grad(forward: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:

@@ -64,6 +64,19 @@ def test_a_step_over_its_budget_is_stopped_and_its_partial_results_kept(tmp_path
     assert "SIGTERM to the step's process group" in (tmp_path / "run.log").read_text()
 
 
+def test_a_failing_part_is_recorded_and_the_next_one_runs(tmp_path):
+    from benchmarks.gpu.common import PartsFailed, Results, run_parts
+    results = Results(tmp_path / "step.json", "step", dry_run=True)
+    ran = []
+
+    def broken():
+        raise KeyError("a bug")
+    with pytest.raises(PartsFailed, match="parts failed: first"):
+        run_parts("step", results, [("first", broken), ("second", lambda: ran.append("second"))])
+    saved = json.loads((tmp_path / "step.json").read_text())
+    assert ran == ["second"] and saved["first"]["status"] == "failed" and "KeyError: 'a bug'" in saved["first"]["error"]
+
+
 def test_the_out_dir_holds_nothing_else(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(SystemExit, match="holds files this run does not write"):

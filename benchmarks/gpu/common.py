@@ -74,6 +74,7 @@ class Results:
 
     def __init__(self, path: pathlib.Path, step: str, dry_run: bool):
         self.path = pathlib.Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.step = step
         self.data: dict = {"format": FORMAT, "step": step, "status": "running", "started": now(), "dry_run": dry_run}
 
@@ -124,6 +125,29 @@ def run_step(step: str, args, body: Callable[[Results, Deadline], None]) -> int:
         results["wall_s"] = round(deadline.elapsed(), 1)
         results.save()
     return code
+
+
+class PartsFailed(Exception):
+    """Some parts of a step failed (each recorded under its own key); the others ran."""
+
+
+def run_parts(step: str, results: Results, parts: list[tuple[str, Callable[[], None]]]) -> None:
+    """Run a step's independent parts in order, each to its end: a part that raises has its
+    traceback saved under ``results[name]["error"]`` and the next one still runs; the step then
+    fails (:class:`PartsFailed`) naming them."""
+    failed = []
+    for name, part in parts:
+        try:
+            part()
+        except Exception as err:  # noqa: BLE001 - recorded, printed, and the step fails at the end
+            record = results.data.setdefault(name, {})
+            record.update(status="failed", error="".join(traceback.format_exception(err))[-4000:])
+            log(step, f"part {name} failed: {type(err).__name__}: {err}")
+            traceback.print_exc()
+            failed.append(name)
+        results.save()
+    if failed:
+        raise PartsFailed(f"parts failed: {', '.join(failed)} (their tracebacks are in the results)")
 
 
 def step_main(step: str, doc: str, body: Callable[[Results, Deadline, bool], None], argv=None) -> int:

@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from benchmarks.gpu.common import log, step_main
+from benchmarks.gpu.common import device_for, log, run_parts, step_main
 
 STEP = "e2e"
 CORA_SIZE = dict(num_nodes=2_708, num_edges=5_278, num_features=1_433, num_classes=7)
@@ -166,11 +166,9 @@ def part_mini_batch(results, deadline, device, dry_run: bool) -> None:
 
 
 def body(results, deadline, dry_run: bool) -> None:
-    from benchmarks.gpu.common import device_for
     device = device_for(dry_run)
-    part_full_batch(results, deadline, device, dry_run)
-    results.save()
-    part_mini_batch(results, deadline, device, dry_run)
+    run_parts(STEP, results, [("full_batch", lambda: part_full_batch(results, deadline, device, dry_run)),
+                              ("mini_batch", lambda: part_mini_batch(results, deadline, device, dry_run))])
 
 
 if __name__ == "__main__":

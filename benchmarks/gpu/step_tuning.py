@@ -21,7 +21,7 @@ import pathlib
 import sys
 import tempfile
 
-from benchmarks.gpu.common import log, step_main
+from benchmarks.gpu.common import device_for, log, run_parts, step_main
 
 STEP = "tuning"
 HELD_OUT = dict(nodes=100_000, degrees=[8, 32], widths=[32, 128], ops=["copy_u/sum", "u_mul_e/sum", "copy_u/max",
@@ -172,7 +172,7 @@ def part_triton_configs(results, deadline, device, dry_run: bool) -> None:
                         return call()
                 try:
                     run()  # compiles
-                except Exception as err:  # noqa: BLE001 - a configuration that fails is recorded, not ranked
+                except kernels.implementation_errors() as err:  # a configuration that fails is recorded, not ranked
                     record["kernels"].setdefault(name, []).append({
                         "workload": [kind, degree, width], "config": str(config),
                         "error": f"{type(err).__name__}: {err}"[:300]})
@@ -197,13 +197,11 @@ def part_triton_configs(results, deadline, device, dry_run: bool) -> None:
 
 
 def body(results, deadline, dry_run: bool) -> None:
-    from benchmarks.gpu.common import device_for
     device = device_for(dry_run)
-    part_cost_fit(results, pathlib.Path(results.path).with_name("kernels.json"), dry_run)
-    results.save()
-    part_auto_tune(results, deadline, device, dry_run, reserve_s=0.45 * deadline.budget_s)
-    results.save()
-    part_triton_configs(results, deadline, device, dry_run)
+    run_parts(STEP, results, [
+        ("cost_fit", lambda: part_cost_fit(results, pathlib.Path(results.path).with_name("kernels.json"), dry_run)),
+        ("auto_tune", lambda: part_auto_tune(results, deadline, device, dry_run, reserve_s=0.45 * deadline.budget_s)),
+        ("triton_configs", lambda: part_triton_configs(results, deadline, device, dry_run))])
 
 
 if __name__ == "__main__":
