@@ -4,6 +4,8 @@
 #   ./dev.sh demo     set up .venv, then train GAT on the built-in synthetic graph (no download)
 #   ./dev.sh test     set up .venv, then run the default test suite (what CI runs)
 #   ./dev.sh setup    only set up .venv
+#   ./dev.sh gpu OUT  the prepared GPU run (benchmarks/gpu/run.sh OUT ...; no set-up: the GPU machine
+#                     has torch and no network)
 #
 # Set-up is idempotent: it re-installs only when pyproject.toml or this file changed.
 # Environment: UNIGRAPH_VENV (default .venv), UNIGRAPH_TORCH (default torch==2.13.0, the local
@@ -47,5 +49,6 @@ case "${1:-}" in
   setup) setup ;;
   demo) setup; shift; exec "$VENV/bin/unigraph" train "$@" ;;
   test) setup; shift; exec "$PY" -m pytest -q "$@" ;;
-  *) echo "usage: ./dev.sh {demo|test|setup} [extra arguments]" >&2; exit 2 ;;
+  gpu) shift; exec benchmarks/gpu/run.sh "$@" ;;
+  *) echo "usage: ./dev.sh {demo|test|setup|gpu} [extra arguments]" >&2; exit 2 ;;
 esac

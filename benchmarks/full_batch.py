@@ -231,10 +231,11 @@ def dgl_trainee(kind: str, ds, h: Hyper, dgl) -> Trainee:
 
 
 # ---------------------------------------------------------------------- the run
-def train_interleaved(trainees: list[Trainee], epochs: int, warmup: int, log: Callable[[str], None] | None = None
-                      ) -> list[dict]:
+def train_interleaved(trainees: list[Trainee], epochs: int, warmup: int, log: Callable[[str], None] | None = None,
+                      sync: Callable[[], None] | None = None) -> list[dict]:
     """Train every trainee ``epochs`` epochs, interleaved; rows with min/median/max ms per epoch
-    (over the epochs after ``warmup``) and test accuracy at the best validation epoch."""
+    (over the epochs after ``warmup``) and test accuracy at the best validation epoch. ``sync``
+    (``torch.cuda.synchronize`` on a GPU) runs before each epoch's clock stops."""
     if not 0 <= warmup < epochs:
         raise ValueError(f"need 0 <= warmup < epochs, got warmup={warmup}, epochs={epochs}")
     by_name = {t.name: t for t in trainees}
@@ -247,7 +248,7 @@ def train_interleaved(trainees: list[Trainee], epochs: int, warmup: int, log: Ca
         if log is not None and done["runs"] % (10 * len(trainees)) == 0:
             log(f"epoch {warmup + done['runs'] // len(trainees)}/{epochs}")
 
-    timings = interleaved({t.name: t.train_step for t in trainees}, epochs - warmup, warmup=warmup,
+    timings = interleaved({t.name: t.train_step for t in trainees}, epochs - warmup, warmup=warmup, sync=sync,
                           after=lambda name: by_name[name].evaluate(), progress=progress)
     return [{"impl": t.name, **timings[t.name].summary(), "test_acc": t.test_at_best_val, "best_val_acc": t.best_val}
             for t in trainees]

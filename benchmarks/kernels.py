@@ -12,9 +12,12 @@ of that size.
 Implementations: every available unigraph backend (family names excluded), ``auto`` (run as a
 user would: no backend argument), and the peers: torch-native gather + ``index_add_`` /
 ``scatter_reduce_`` (PyG without torch-scatter), torch-scatter, torch-sparse ``matmul``,
-``torch.sparse`` CSR ``mm`` and DGL (``dgl.ops``, loaded through ``benchmarks.peers.load_dgl``).
-A peer without a natural kernel for an op is "n/a". Structures (CSR, DGL formats, SparseTensor)
-are built before timing, for every library alike.
+``torch.sparse`` CSR ``mm`` (cuSPARSE on a GPU), DGL (``dgl.ops``, loaded through
+``benchmarks.peers.load_dgl``), ``pyg`` (``torch_geometric.utils.scatter`` / ``softmax``: what
+PyG's ``MessagePassing`` runs on an ``edge_index``) and ``pyg_compiled`` (the same PyG code under
+``torch.compile(dynamic=True)``, one compilation per op and mode, untimed; only the ops GCN, GIN
+and GAT layers use: :data:`COMPILED_PYG_OPS`). A peer without a natural kernel for an op is "n/a".
+Structures (CSR, DGL formats, SparseTensor) are built before timing, for every library alike.
 
 Timing (the shared rule, :mod:`unigraph.benchmarking.timing`): every op and mode first runs once
 on a tiny graph (kernels loaded, thread pools started); per case, every implementation runs once
@@ -77,7 +80,9 @@ from unigraph.data import rmat  # noqa: E402
 OPS = ["copy_u/sum", "u_mul_e/sum", "copy_u/mean", "copy_u/max", "u_dot_v", "u_add_v", "edge_softmax", "gat"]
 MODES = ["fwd", "fwd+bwd"]
 HEAD_WIDTH = 16  # GAT-shaped ops: width // 16 heads of 16 features
-PEERS = ["torch_native", "torch_scatter", "torch_sparse", "torch_sparse_csr", "dgl"]
+PEERS = ["torch_native", "torch_scatter", "torch_sparse", "torch_sparse_csr", "dgl", "pyg", "pyg_compiled"]
+DEFAULT_PEERS = PEERS[:5]  # pyg / pyg_compiled on request (the GPU run asks; torch_native is PyG's CPU path)
+COMPILED_PYG_OPS = ("copy_u/sum", "u_mul_e/sum", "gat")
 # The full run fits 2 CPU cores in about ten minutes: 5,000 nodes, and cases over 21M message
 # elements (E x width) skipped, which keeps degree 256 at width 16, 64 at 64 and 16 at 256.
 FULL = dict(nodes=5_000, degrees=[1, 4, 16, 64, 256], widths=[16, 64, 256], budget=21_000_000)
@@ -85,16 +90,19 @@ QUICK = dict(nodes=300, degrees=[1, 16], widths=[16], budget=100_000_000)
 
 
 # ====================================================================== graphs and inputs
-def uniform_graph(num_nodes: int, degree: int, seed: int) -> unigraph.Graph:
-    gen = torch.Generator().manual_seed(seed)
-    edges = torch.randint(0, num_nodes, (2, num_nodes * degree), generator=gen)
+def uniform_graph(num_nodes: int, degree: int, seed: int, device: torch.device | str = "cpu") -> unigraph.Graph:
+    gen = torch.Generator(device).manual_seed(seed)
+    edges = torch.randint(0, num_nodes, (2, num_nodes * degree), generator=gen, device=device)
     return unigraph.Graph(edges, num_nodes=num_nodes)
 
 
-def make_graph(kind: str, num_nodes: int, degree: int, seed: int = 0) -> unigraph.Graph:
+def make_graph(kind: str, num_nodes: int, degree: int, seed: int = 0, device: torch.device | str = "cpu"
+               ) -> unigraph.Graph:
+    """A graph of the suite, drawn on ``device`` (a GPU draws millions of edges in milliseconds;
+    its random stream differs from the CPU's, so the graphs differ, not their model)."""
     if kind == "uniform":
-        return uniform_graph(num_nodes, degree, seed)
-    return rmat(num_nodes, num_nodes * degree, seed=seed)
+        return uniform_graph(num_nodes, degree, seed, device)
+    return rmat(num_nodes, num_nodes * degree, seed=seed, device=device)
 
 
 @dataclasses.dataclass
@@ -139,6 +147,7 @@ class PeerGraph:
                 print(f"[dgl] cannot place a graph on {device}: {err}", file=sys.stderr)
             else:
                 self.dgl.create_formats_()
+        self.pyg = op_cases.PeerGraphs(g, None, pyg=True) if _module("torch_geometric") is not None else None
         self.sparse_tensor = None
         if _module("torch_sparse") is not None:
             import torch_sparse
@@ -220,6 +229,15 @@ def peer_op(peer: str, op: str, p: PeerGraph, t: dict) -> Callable[[], torch.Ten
             "copy_u/mean": lambda: torch.sparse.mm(p.ones_csr, t["x"]) / p.degree,
         }
         return table.get(op)
+    if peer == "pyg":
+        return op_cases.peer_calls(op, p.pyg, t).get(op_cases.PYG_SCATTER) if p.pyg is not None else None
+    if peer == "pyg_compiled":
+        if p.pyg is None or op not in COMPILED_PYG_OPS:
+            return None
+        fn = compiled_pyg(op, COMPILE_BACKEND["name"])
+        if op == "gat":
+            return lambda: fn(t["h"], t["el"], t["er"], src, dst, n)
+        return lambda: fn(t["x"], t["w"], src, dst, n) if op == "u_mul_e/sum" else fn(t["x"], src, dst, n)
     if peer == "dgl":
         if p.dgl is None:
             return None
@@ -238,6 +256,48 @@ def peer_op(peer: str, op: str, p: PeerGraph, t: dict) -> Callable[[], torch.Ten
         }
         return table.get(op)
     raise ValueError(f"unknown peer {peer!r}")
+
+
+# PyG's code for COMPILED_PYG_OPS as functions of tensors (a closure over the case's tensors would
+# make dynamo guard on them and recompile for every case).
+def _pyg_copy_u_sum(x, src, dst, n):
+    from torch_geometric.utils import scatter
+    return scatter(x.index_select(0, src), dst, 0, n, "sum")
+
+
+def _pyg_u_mul_e_sum(x, w, src, dst, n):
+    from torch_geometric.utils import scatter
+    return scatter(x.index_select(0, src) * w, dst, 0, n, "sum")
+
+
+def _pyg_gat(h, el, er, src, dst, n):
+    from torch_geometric.utils import scatter, softmax
+    alpha = softmax(torch.nn.functional.leaky_relu(el.index_select(0, src) + er.index_select(0, dst), 0.2), dst,
+                    num_nodes=n)
+    return scatter(h.index_select(0, src) * alpha.unsqueeze(-1), dst, 0, n, "sum")
+
+
+_PYG_FUNCTIONS = {"copy_u/sum": _pyg_copy_u_sum, "u_mul_e/sum": _pyg_u_mul_e_sum, "gat": _pyg_gat}
+COMPILE_BACKEND = {"name": "inductor"}  # --compile-backend (a dry run uses "eager": dynamo without codegen)
+_COMPILED: dict[tuple[str, str], Callable] = {}
+
+
+def compiled_pyg(op: str, backend: str) -> Callable:
+    """``torch.compile(dynamic=True)`` of PyG's code for ``op``, made once per process. Dynamo's
+    recompile limit is made an error: past it dynamo would run the code eagerly, silently."""
+    if (op, backend) not in _COMPILED:
+        if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
+            torch._dynamo.config.fail_on_recompile_limit_hit = True
+        compiled = torch.compile(_PYG_FUNCTIONS[op], dynamic=True, backend=backend)
+        limit_hit = getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", ())
+
+        def call(*args):
+            try:
+                return compiled(*args)
+            except limit_hit as err:  # a plain Exception: reported per case like every implementation's error
+                raise RuntimeError(f"dynamo's recompile limit: {str(err).splitlines()[0]}") from err
+        _COMPILED[op, backend] = call
+    return _COMPILED[op, backend]
 
 
 # ====================================================================== timing
@@ -267,20 +327,26 @@ def unigraph_backends(device: torch.device, wanted: list[str] | None = None) -> 
     return names
 
 
-def run_benchmark(args) -> dict:
+def run_benchmark(args, on_case: Callable[[dict], None] | None = None) -> dict:
+    """The suite's run; ``on_case(result)`` after every case (the GPU run saves partial results
+    there). With ``args.budget_s`` no case starts after that many seconds: the rest are listed in
+    ``not_run``."""
     device = torch.device(args.device)
     dgl_module = load_dgl() if "dgl" in args.peers else None
     if args.threads is not None:
         set_threads(args.threads, dgl_module)
+    COMPILE_BACKEND["name"] = args.compile_backend
     backends = unigraph_backends(device, args.backends)
     peers = [p for p in args.peers if p != "dgl" or dgl_module is not None]
     env = environment.describe("python benchmarks/kernels.py " + " ".join(args.argv), device, dgl_module)
-    measured = None
-    if device.type == "cpu":
+    if args.bandwidth == "stream" or (args.bandwidth == "auto" and device.type == "cpu"):
         threads = sorted({1, torch.get_num_threads()})
         measured = bandwidth.stream(threads, elements=1 << 18 if args.quick else None, repeats=2 if args.quick else 5)
-        print(bandwidth.describe(measured), flush=True)
-    gbps = bandwidth.best_gbps(measured, torch.get_num_threads()) if measured else None
+        gbps = bandwidth.best_gbps(measured, torch.get_num_threads())
+    else:  # a GPU: one device-to-device copy, counting the bytes read and written
+        measured = bandwidth.device_copy(device)
+        gbps = measured["copy_gbps"]
+    print(bandwidth.describe(measured), flush=True)
     result = {"machine": machine(device), "versions": versions(), "environment": env, "bandwidth": measured,
               "bandwidth_gbps_used": gbps,
               "settings": {"nodes": args.nodes, "degrees": args.degrees, "widths": args.widths, "ops": args.ops,
@@ -290,14 +356,25 @@ def run_benchmark(args) -> dict:
               "implementations": {"unigraph": backends, "auto": ["auto"], "peers": peers},
               "started": datetime.datetime.now().isoformat(timespec="seconds"),
               "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
-              "cases": [], "skipped": []}
+              "cases": [], "skipped": [], "not_run": []}
     began = time.perf_counter()
     warm_up(args, backends, peers, dgl_module)
-    for kind, degree, g in graphs(args):
-        g = g.to(device).prepare()
+    def over_budget(what: dict) -> bool:
+        if args.budget_s is None or time.perf_counter() - began <= args.budget_s:
+            return False
+        result["not_run"].append({**what, "reason": f"over --budget-s {args.budget_s}"})
+        print(f"[budget] not run: {what}", flush=True)
+        return True
+
+    for kind, degree, build in graph_plan(args):
+        if over_budget({"graph": kind, "degree": degree}):
+            continue
+        g = build().to(device).prepare()
         peer_graph = PeerGraph(g, device, dgl_module)
         for op in args.ops:
             for width in args.widths:
+                if over_budget({"graph": kind, "degree": degree, "op": op, "width": width}):
+                    continue
                 stats = g.stats()
                 base = {"op": op, "graph": kind, "degree": degree, "nodes": stats.num_dst_nodes,
                         "edges": stats.num_edges, "max_in_degree": stats.max_in_degree,
@@ -316,6 +393,8 @@ def run_benchmark(args) -> dict:
                     _bandwidth(case, g, op, width, mode, result["bandwidth_gbps_used"])
                     result["cases"].append(case)
                     print(_progress_line(case), flush=True)
+                    if on_case is not None:
+                        on_case(result)
     result["duration_s"] = round(time.perf_counter() - began, 1)
     result["environment"] = environment.finish(env)
     result["loadavg_end"] = result["environment"]["loadavg_end"]
@@ -324,14 +403,26 @@ def run_benchmark(args) -> dict:
 
 def graphs(args):
     """``(kind, degree, graph)`` of every graph of the run, built one at a time."""
+    for kind, degree, build in graph_plan(args):
+        yield kind, degree, build()
+
+
+def graph_plan(args):
+    """``(kind, degree, build)`` of every graph of the run, in run order, one at a time;
+    ``build()`` makes the graph (a ``--sources`` graph is loaded to be named, then handed over)."""
     if args.sources:
         for source in args.sources:
             loaded = graph_source.load(source)
-            yield loaded.name, round(loaded.graph.num_edges / max(1, loaded.graph.num_dst_nodes), 1), loaded.graph
+            degree = round(loaded.graph.num_edges / max(1, loaded.graph.num_dst_nodes), 1)
+            yield loaded.name, degree, (lambda g=loaded.graph: g)
+            del loaded
         return
-    for kind in args.graphs:
-        for degree in args.degrees:
-            yield kind, degree, make_graph(kind, args.nodes, degree)
+    pairs = [(kind, degree) for kind in args.graphs for degree in args.degrees]
+    if args.degree_major:  # every kind at a degree before the next degree: a budget cut drops the densest
+        pairs.sort(key=lambda pair: args.degrees.index(pair[1]))
+    where = args.device if args.on_device else "cpu"
+    for kind, degree in pairs:
+        yield kind, degree, (lambda kind=kind, degree=degree: make_graph(kind, args.nodes, degree, device=where))
 
 
 def warm_up(args, backends: list[str], peers: list[str], dgl_module) -> None:
@@ -341,6 +432,16 @@ def warm_up(args, backends: list[str], peers: list[str], dgl_module) -> None:
     device = torch.device(args.device)
     g = make_graph("uniform", 64, 4).to(device).prepare()
     peer_graph = PeerGraph(g, device, dgl_module)
+    if "pyg_compiled" in peers:  # its compilations (seconds each) are no part of any case's figure
+        began = time.perf_counter()
+        quiet_ops = [op for op in args.ops if op in COMPILED_PYG_OPS]
+        for op in quiet_ops:
+            inputs = make_inputs(op, g, 16, device)
+            for mode in args.modes:
+                measure_case(argparse.Namespace(**{**vars(args), "repeats": 1, "min_run_ms": 0.0}), g, peer_graph,
+                             op, 16, inputs, mode, [], ["pyg_compiled"])
+        print(f"[pyg_compiled] compiled {len(quiet_ops)} ops x {len(args.modes)} modes with "
+              f"{args.compile_backend} in {time.perf_counter() - began:.1f} s", flush=True)
     quiet = argparse.Namespace(**{**vars(args), "repeats": 1, "min_run_ms": 0.0})
     with contextlib.redirect_stderr(io.StringIO()):  # errors are reported by the timed cases
         for op in args.ops:
@@ -369,7 +470,7 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
         run = with_backward(forward, inputs) if mode == "fwd+bwd" else _no_grad(forward)
         try:
             run()  # the first call: kernels specialize, caches fill; an error leaves this implementation out
-        except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:
+        except implementation_errors() as err:
             # reported, not hidden: an implementation without this path (e.g. torch.sparse CSR
             # values that need a gradient) is listed with its error in the results
             out["errors"][impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
@@ -385,6 +486,16 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
         out["median_ms"][impl] = round(timing.median_ms, 4)
         out["max_ms"][impl] = round(timing.max_ms, 4)
     return out
+
+
+def implementation_errors() -> tuple[type[BaseException], ...]:
+    """What an implementation's first call on a case may raise without ending the run (it is then
+    listed with its error): torch's and Python's errors, and Triton's (a kernel that does not
+    compile or does not fit on this GPU is a finding of a GPU run, not its end). Evaluated only
+    when an exception reaches the handler; Triton's class only if Triton was imported."""
+    triton_errors = sys.modules.get("triton.errors")
+    extra = (triton_errors.TritonError,) if triton_errors is not None else ()
+    return (RuntimeError, NotImplementedError, TypeError, ValueError) + extra
 
 
 def _no_grad(forward: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
@@ -614,7 +725,7 @@ def parse_args(argv=None):
     parser.add_argument("--graphs", nargs="+", default=["uniform", "rmat"], choices=["uniform", "rmat"])
     parser.add_argument("--backends", nargs="+", metavar="NAME",
                         help="unigraph backends to time, e.g. numba (default: every available one, and auto)")
-    parser.add_argument("--peers", nargs="*", default=PEERS, choices=PEERS)
+    parser.add_argument("--peers", nargs="*", default=DEFAULT_PEERS, choices=PEERS)
     parser.add_argument("--budget", type=int, help="skip cases whose E x width exceeds this many elements")
     parser.add_argument("--threads", type=int, help="CPU threads for torch, numba and DGL (default: theirs)")
     parser.add_argument("--repeats", type=int, default=7, help="interleaved timed runs per implementation (default 7)")
@@ -626,6 +737,17 @@ def parse_args(argv=None):
                         help="fit the CPU cost-model constants (default: to the committed fit set) and compare them "
                              "with backends/cost_constants_cpu.json, then exit")
     parser.add_argument("--commit", action="store_true", help="with --fit: rewrite the committed constants")
+    parser.add_argument("--budget-s", type=float, help="start no new graph after this many seconds (the rest are "
+                        "listed as not run in the results)")
+    parser.add_argument("--degree-major", action="store_true",
+                        help="every graph kind at a degree before the next degree (a --budget-s cut drops the densest)")
+    parser.add_argument("--on-device", action="store_true",
+                        help="draw the graphs on --device (fast on a GPU; another random stream than the CPU's)")
+    parser.add_argument("--bandwidth", choices=["auto", "stream", "device-copy"], default="auto",
+                        help="the bandwidth measurement: STREAM-like per thread count (auto on a CPU) or one "
+                             "device-to-device copy (auto on a GPU)")
+    parser.add_argument("--compile-backend", default="inductor",
+                        help="torch.compile backend of the pyg_compiled peer (default inductor; eager for dry runs)")
     parser.add_argument("--sources", nargs="+", metavar="GRAPH",
                         help="time these graphs (anything `unigraph bench` reads: planetoid:cora:ROOT, "
                              "arxiv_like:169343:13, a file) instead of --graphs x --degrees")

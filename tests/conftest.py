@@ -1,7 +1,8 @@
 """Shared test configuration.
 
 Hypothesis profiles: ``ci`` (default, quick) and ``thorough`` (many more examples), chosen with
-``UNIGRAPH_HYPOTHESIS_PROFILE=thorough``.
+``UNIGRAPH_HYPOTHESIS_PROFILE=thorough``; ``gpu`` (bounded, for the GPU run's few minutes:
+``benchmarks/gpu/step_tests.py``) and ``dry_run`` (its CPU dry run: one example a test).
 """
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ if str(REPO_ROOT) not in sys.path:  # for `benchmarks.peers` (the one DGL loader
 settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("thorough", max_examples=400, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("gpu", max_examples=10, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dry_run", max_examples=1, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("UNIGRAPH_HYPOTHESIS_PROFILE", "ci"))
 

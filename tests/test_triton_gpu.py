@@ -111,7 +111,7 @@ def test_fused_gat_backward_is_compiled_and_matches_composite():
     go = torch.randn(out.shape, generator=gen, device=CUDA)
     fused = backend.gat_attention_backward(gt, h, el, er, None, 0.2, None, out, row_max, row_sum, go,
                                            (True, True, True, False))
-    composite = gradients.gat_attention_backward(gt, "scatter", h, el, er, None, 0.2, None, out, row_max, row_sum,
-                                                 go, (True, True, True, False))
+    composite = gradients.gat_attention_backward(gt, unigraph.backends.get("scatter"), h, el, er, None, 0.2, None,
+                                                 out, row_max, row_sum, go, (True, True, True, False))
     for a, b in zip(fused[:3], composite[:3]):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

@@ -8,6 +8,9 @@ Compiled or interpreted
     The interpreter has no GPU timer, so autotuning keeps one configuration there, with small
     blocks: the tests' small graphs and narrow features then cross block boundaries (several
     edge chunks per row, several feature blocks per row), which is what masks must survive.
+    ``UNIGRAPH_TRITON_TUNING=off`` (read at import, like ``TRITON_INTERPRET``) keeps each
+    kernel's first configuration on a GPU too: the GPU run's property tests launch hundreds of
+    small distinct shapes, and the autotuner would compile and time every configuration for each.
 
 Index width
     Graph indices arrive as int64. Address arithmetic (``row * width + column``) runs in int32
@@ -17,6 +20,7 @@ Index width
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import triton
@@ -26,6 +30,7 @@ from torch import Tensor
 from unigraph.kernels import accumulator_dtype
 
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
+TUNING_OFF: bool = os.environ.get("UNIGRAPH_TRITON_TUNING", "").strip().lower() == "off"
 
 # Widest feature block one program handles: a [BLOCK_E, 128] float32 tile of gathered rows is
 # 16 KB at BLOCK_E = 32, within a GPU's registers. Under the interpreter 8 (see the module docstring).
@@ -35,10 +40,11 @@ INT32_LIMIT = 2**31
 
 
 def tuning(configs: list[triton.Config], **interpreted_meta) -> list[triton.Config]:
-    """The autotune configurations: all of them when compiled, one small one when interpreted."""
+    """The autotune configurations: all of them when compiled (the first alone under
+    ``UNIGRAPH_TRITON_TUNING=off``), one small one when interpreted."""
     if INTERPRETED:
         return [triton.Config(interpreted_meta, num_warps=1)]
-    return configs
+    return configs[:1] if TUNING_OFF else configs
 
 
 def needs_int64(*extents: int) -> bool:

@@ -9,6 +9,9 @@ ensures it where the cache size is known; ``meets_stream_rule`` says whether a r
 kernels are torch's own ``copy_`` and ``add(out=)``, which split large tensors over torch's
 intra-op threads, so measuring at each thread count shows what ``--threads`` can reach. This is
 the ceiling a memory-bound graph kernel is held against (:mod:`unigraph.benchmarking.traffic`).
+
+On a GPU, :func:`device_copy` measures the same ceiling: one device-to-device copy of float32
+arrays far beyond the L2 cache, bytes read and written counted.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import math
 
 import torch
 
-from unigraph.benchmarking.environment import last_level_cache_bytes
+from unigraph.benchmarking.environment import last_level_cache_bytes, synchronize
 from unigraph.benchmarking.timing import interleaved
 
 BYTES_PER_ELEMENT = {"copy": 16, "triad": 24}
@@ -68,6 +71,32 @@ def stream(threads: list[int] | tuple[int, ...], elements: int | None = None, re
     return out
 
 
+DEVICE_COPY_ELEMENTS = 2**28  # float32: 1 GiB per array, far beyond any GPU's L2 cache
+
+
+def device_copy(device: torch.device | str, elements: int | None = None, repeats: int = 5,
+                min_run_s: float = 0.02) -> dict:
+    """A device-to-device copy ``b.copy_(a)`` of ``elements`` float32 values on ``device`` (a GPU,
+    or the CPU in dry runs): GB/s counting the bytes read and written (8 per element), the best
+    repeat as the figure, as STREAM's copy. Short copies are batched up to ``min_run_s`` and the
+    device synchronized before each clock stop. Returns ``{"kind": "device_copy", "device",
+    "elements", "array_mb", "copy_gbps", "copy_gbps_median", "copy": Timing summary}``."""
+    device = torch.device(device)
+    elements = (DEVICE_COPY_ELEMENTS if device.type == "cuda" else 1 << 22) if elements is None else elements
+    if isinstance(elements, bool) or not isinstance(elements, int) or elements < 1:
+        raise ValueError(f"elements must be an int >= 1, got {elements!r}")
+    a = torch.full((elements,), 0.5, dtype=torch.float32, device=device)
+    b = torch.empty_like(a)
+    timing = interleaved({"copy": lambda: b.copy_(a)}, repeats, warmup=1, min_run_s=min_run_s,
+                         sync=lambda: synchronize(device))["copy"]
+    if not bool((b == 0.5).all()):
+        raise RuntimeError("the device copy produced a wrong value: the bandwidth figure is not trustworthy")
+    gigabytes = 8 * elements / 1e9
+    return {"kind": "device_copy", "device": str(device), "elements": elements,
+            "array_mb": round(elements * 4 / 2**20, 1), "copy_gbps": round(gigabytes / (timing.min_ms / 1e3), 1),
+            "copy_gbps_median": round(gigabytes / (timing.median_ms / 1e3), 1), "copy": timing.summary()}
+
+
 def best_gbps(measurement: dict, threads: int, kernel: str = "copy") -> float:
     """The ``kernel`` bandwidth measured at ``threads`` (the nearest measured count below it, else
     the smallest)."""
@@ -80,7 +109,12 @@ def best_gbps(measurement: dict, threads: int, kernel: str = "copy") -> float:
 
 
 def describe(measurement: dict) -> str:
-    """One line for a report: copy / triad GB/s per thread count and the array size."""
+    """One line for a report: copy / triad GB/s per thread count and the array size (a
+    :func:`device_copy` measurement: its copy GB/s)."""
+    if measurement.get("kind") == "device_copy":
+        return (f"device copy bandwidth on {measurement['device']} ({measurement['array_mb']} MiB float32 arrays, "
+                f"bytes read + written): {measurement['copy_gbps']:.1f} GB/s (median "
+                f"{measurement['copy_gbps_median']:.1f})")
     parts = [f"{t} thread{'s' if int(t) > 1 else ''}: copy {r['copy_gbps']:.1f}, triad {r['triad_gbps']:.1f} GB/s"
              for t, r in measurement["threads"].items()]
     rule = "" if measurement["meets_stream_rule"] else " (arrays smaller than 4x the last-level cache: a cache figure)"

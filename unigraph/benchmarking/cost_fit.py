@@ -19,6 +19,13 @@ Rows no measurement covers are *derived* from fitted rows by the rules in :func:
 (named estimates such as :data:`ELEMENTWISE_NS` are written beside them in the JSON), so the file
 says for every number whether it was measured or estimated.
 
+GPU (:func:`fit_gpu_constants`): the same fit to a GPU kernel suite (``kernels_cuda.json``, from the
+GPU run, ``benchmarks/gpu``), with the largest in-degree as the fifth term (``skew_ns``, the
+node-parallel walk of the longest row or the atomics piling into it) instead of the CPU's cache
+spill; ``spmm_binary`` is derived from ``spmm_weighted``, and a row without enough cases keeps the
+estimate of :data:`unigraph.backends.cost_model.GPU_ESTIMATES`, saying so in its ``source``.
+``python -m benchmarks.gpu.ingest`` writes the result as ``backends/cost_constants_cuda.json``.
+
 Scoring (:func:`score`): for every case and mode of a results file, the regret of a policy is
 the time of the backend it picks over the fastest candidate backend's, both from the same run.
 Policies: ``auto`` as the run recorded it, the cost model with given constants (``model``), and
@@ -62,6 +69,7 @@ ELEMENTWISE_NS = 0.4  # one more E x F elementwise torch pass (read + write floa
 ARG_PASS_NS = 2.0     # torch-native max/min's arg-extreme pass for backward: ~4 E x F passes at ~0.5 ns
 PEER_ROWS = {"torch_native": "scatter_native"}  # peer of the suite -> the backend variant it stands for
 COLUMNS = ("launch_us", "edge_ns", "index_ns", "node_ns", "spill_ns")
+ROW_FIELDS = ("launch_us", "edge_ns", "index_ns", "node_ns", "spill_ns", "skew_ns")  # LinearCost's, CPU and GPU
 
 
 def _round(x: float) -> float:
@@ -84,15 +92,23 @@ def _features(case: dict) -> list[float]:
             gathers * cost_model.spill_fraction(case["nodes"], width)]
 
 
-def fit_row(cases: list[dict], impl: str, family: str, mode: str = "fwd") -> dict | None:
+def _gpu_features(case: dict) -> list[float]:
+    """The GPU terms: as the CPU's, with the largest in-degree in place of the cache spill."""
+    width = case_width(case)
+    return [1.0, case["edges"] * width / 1e3, case["edges"] / 1e3, case["nodes"] * width / 1e3,
+            case["max_in_degree"] / 1e3]
+
+
+def fit_row(cases: list[dict], impl: str, family: str, mode: str = "fwd", features=_features,
+            columns=COLUMNS) -> dict | None:
     """The constants of one backend and family from the cases of ``mode``, with their median
-    relative error and case count."""
+    relative error and case count (``features``/``columns``: the CPU's terms, or the GPU's)."""
     import numpy as np
     from scipy.optimize import nnls
     rows, target = [], []
     for c in cases:
         if c["mode"] == mode and FIT_FAMILIES.get(c["op"]) == family and impl in c["timings_ms"]:
-            rows.append(_features(c))
+            rows.append(features(c))
             target.append(c["timings_ms"][impl] * 1e3)
     if len(rows) < MIN_CASES:
         return None
@@ -100,7 +116,7 @@ def fit_row(cases: list[dict], impl: str, family: str, mode: str = "fwd") -> dic
     coef, _ = nnls(a / b[:, None], np.ones_like(b))
     coef = [_round(float(x)) for x in coef]
     error = float(np.median(np.abs(a @ np.array(coef) / b - 1)))
-    return {**dict(zip(COLUMNS, coef)), "source": f"fit: {len(rows)} {mode} cases, median |relative error| "
+    return {**dict(zip(columns, coef)), "source": f"fit: {len(rows)} {mode} cases, median |relative error| "
                                                   f"{error:.0%}"}
 
 
@@ -171,6 +187,63 @@ def fit_constants(results: list[dict], sources: list[str]) -> dict:
     }
 
 
+def fit_gpu_table(results: list[dict], mode: str) -> dict:
+    """Every GPU backend's rows fitted to the ``mode`` cases of ``results`` (a GPU kernel suite):
+    fitted where :data:`MIN_CASES` cases exist, ``spmm_binary`` derived from ``spmm_weighted``,
+    the estimate otherwise (each row's ``source`` says which)."""
+    cases = [c for r in results for c in r["cases"]]
+    measured = set(results[0]["implementations"]["unigraph"])
+    estimates = cost_model._estimated_tables()
+    rows: dict[str, dict] = {}
+    for backend in cost_model.GPU_BACKENDS:
+        families = {}
+        for family in cost_model.FAMILIES:
+            row = (fit_row(cases, backend, family, mode, _gpu_features, cost_model.GPU_COLUMNS)
+                   if backend in measured and family != "spmm_binary" else None)
+            if row is None:
+                estimate = estimates[backend][family]
+                why = "not measured here" if backend not in measured else f"fewer than {MIN_CASES} {mode} cases"
+                row = {**{k: getattr(estimate, k) for k in cost_model.GPU_COLUMNS}, "source": f"estimate: {why}"}
+            families[family] = row
+        weighted = families["spmm_weighted"]
+        if weighted["source"].startswith("fit"):
+            families["spmm_binary"] = {**{k: weighted[k] for k in cost_model.GPU_COLUMNS},
+                                       "source": "derived: spmm_weighted (u_mul_e's two operands per edge, another op)"}
+        rows[backend] = dict(sorted(families.items()))
+    return rows
+
+
+def fit_gpu_constants(results: list[dict], sources: list[str], require_gpu: bool = True) -> dict:
+    """The GPU constants document (``backends/cost_constants_cuda.json``) for GPU kernel-suite
+    ``results`` read from ``sources`` (paths relative to the repository, or absolute);
+    ``require_gpu=False`` lets the GPU run's dry run fit its CPU figures (never committed)."""
+    machine = results[0]["machine"]
+    if require_gpu and torch.device(machine["device"]).type != "cuda":
+        raise ValueError(f"{sources}: measured on {machine['device']}, not a GPU: the GPU constants need a GPU run")
+    return {
+        "about": "GPU cost-model constants LinearCost(launch_us, edge_ns, index_ns, node_ns, skew_ns) per backend and "
+                 "op family, generated by unigraph.benchmarking.cost_fit.fit_gpu_constants (python -m "
+                 "benchmarks.gpu.ingest); each row's source says whether it was fitted, derived or estimated",
+        "fitted_on": [{"file": s, "sha256": sha256(REPO_ROOT / s)} for s in sources],
+        "tables": {table: f"fitted to {mode} times" for mode, table in TABLES.items()},
+        "machine": machine,
+        **{TABLES[mode]: fit_gpu_table(results, mode) for mode in TABLES},
+    }
+
+
+def crossval_gpu(result: dict) -> str:
+    """:func:`crossval` for a GPU kernel suite: fit the GPU model on one graph kind, score on the
+    other, against ``auto`` as it ran (the estimates) and every "always X"."""
+    candidates = [b for b in result["implementations"]["unigraph"] if b in cost_model.GPU_BACKENDS]
+    out = []
+    for train, held in (("uniform", "rmat"), ("rmat", "uniform")):
+        train_result = {**result, "cases": [c for c in result["cases"] if c["graph"] == train]}
+        tables = {TABLES[mode]: fit_gpu_table([train_result], mode) for mode in TABLES}
+        held_cases = [c for c in result["cases"] if c["graph"] == held]
+        out += scored(held_cases, candidates, tables, f"GPU model fitted on {train}, scored on {held}")
+    return "\n".join(out)
+
+
 def render(document: dict) -> str:
     return json.dumps(document, indent=1) + "\n"
 
@@ -191,10 +264,11 @@ def model_choice(tables: dict, case: dict, candidates: list[str]) -> str:
     for a suite case: forward cases by ``rows``, forward + backward by ``rows_with_backward``, as
     ``auto`` ranks a call without and with autograd (ties: candidate order)."""
     rows = tables[TABLES[case["mode"]]]
-    stats = types.SimpleNamespace(num_src_nodes=case["nodes"], num_dst_nodes=case["nodes"], num_edges=case["edges"])
+    stats = types.SimpleNamespace(num_src_nodes=case["nodes"], num_dst_nodes=case["nodes"], num_edges=case["edges"],
+                                  max_in_degree=case.get("max_in_degree", 0))
     family = cost_model.op_family(request_of(case["op"], case["width"], max(1, case["width"] // HEAD_WIDTH)))
-    costs = {b: cost_model.LinearCost(**{k: rows[b][family][k] for k in COLUMNS}).us(stats, case_width(case))
-             for b in candidates if b in rows}
+    costs = {b: cost_model.LinearCost(**{k: rows[b][family][k] for k in ROW_FIELDS if k in rows[b][family]}).us(
+             stats, case_width(case)) for b in candidates if b in rows}
     return min(costs, key=costs.get)
 
 

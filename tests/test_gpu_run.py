@@ -1,0 +1,106 @@
+"""The prepared GPU run (``benchmarks/gpu/run.sh``) as a CPU dry run: the guard that a GPU machine's
+few minutes are never lost to a typo. Runs the very command the GPU machine runs, with
+``--dry-run`` (tiny sizes, ``TRITON_INTERPRET=1``, CUDA hidden), then ``benchmarks.gpu.ingest`` on
+its folder into temporary targets; checks every file, every step's status and what ingest makes of
+them (results, the GPU cost model's constants file as ``auto`` reads it, refitted exactly, and the
+README block)."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.gpu import ingest, run, summary
+from unigraph.backends import cost_model
+from unigraph.benchmarking import cost_fit
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DRY_RUN_TIMEOUT_S = 900  # ~60 s alone on the 2-core machine; minutes when it is shared
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> pathlib.Path:
+    out = tmp_path_factory.mktemp("gpu-run") / "out"
+    env = {**os.environ, "PYTHON": sys.executable}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([str(ROOT / "benchmarks" / "gpu" / "run.sh"), str(out), "--dry-run"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S)
+    assert done.returncode == 0, f"dry run failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    return out
+
+
+def test_the_dry_run_writes_the_eight_files_and_every_step_succeeds(dry_run):
+    assert sorted(p.name for p in dry_run.iterdir()) == sorted(run.OUTPUT_FILES)
+    record = json.loads((dry_run / "run.json").read_text())
+    assert record["dry_run"] and [s["name"] for s in record["steps"]] == [s.name for s in run.STEPS]
+    assert all(s["status"] == "ok" and s["exit_code"] == 0 for s in record["steps"]), record["steps"]
+    for step in run.STEPS:
+        data = json.loads((dry_run / step.file).read_text())
+        assert data["status"] == "ok" and data["step"] == step.name and data["dry_run"], step.name
+    log = (dry_run / "run.log").read_text()
+    for step in run.STEPS:  # timestamped progress of every step
+        assert re.search(rf"^\d\d:\d\d:\d\d \+ *[\d.]+s \[{step.name}\] end: ok", log, re.M), step.name
+    assert "**DRY RUN**" in (dry_run / "summary.md").read_text()
+
+
+def test_the_dry_run_exercises_every_part(dry_run):
+    tests = json.loads((dry_run / "tests.json").read_text())
+    assert set(tests["parts"]) == {"gpu-marked", "properties"}
+    assert tests["counts"].get("passed", 0) > 0 and not tests["counts"].get("failed")
+    suite = json.loads((dry_run / "kernels.json").read_text())["suite"]
+    peers = {p for c in suite["cases"] for p in c["timings_ms"]} & {"pyg", "pyg_compiled", "torch_sparse_csr"}
+    assert peers == {"pyg", "pyg_compiled", "torch_sparse_csr"}, "every GPU peer was timed"
+    assert suite["bandwidth"]["kind"] == "device_copy"
+    tuning = json.loads((dry_run / "tuning.json").read_text())
+    assert tuning["cost_fit"]["status"] == "ok" and tuning["auto_tune"]["cases"]
+    assert tuning["triton_configs"]["status"] == "ok" and tuning["triton_configs"]["kernels"]
+    e2e = json.loads((dry_run / "e2e.json").read_text())
+    assert e2e["full_batch"]["groups"] and e2e["mini_batch"]["status"] == "ok"
+
+
+def test_ingest_turns_the_folder_into_results_constants_and_readme_rows(dry_run, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    constants = tmp_path / "cost_constants_cuda.json"
+    results = tmp_path / "results"
+    with pytest.raises(SystemExit, match="dry run"):  # never into the committed files
+        ingest.main([str(dry_run)])
+    with pytest.raises(SystemExit):
+        ingest.main([str(dry_run), "--allow-dry-run"])
+    ingest.main([str(dry_run), "--allow-dry-run", "--results-dir", str(results), "--constants", str(constants),
+                 "--readme", str(readme)])
+    for name in ("kernels_cuda.json", "kernels_cuda.md", "kernels_cuda.png", "gpu_run_cuda.json", "gpu_run_cuda.md",
+                 "selector_crossval_cuda.md"):
+        assert (results / name).stat().st_size > 0, name
+    document = json.loads(constants.read_text())
+    fwd, grad = (cost_model._gpu_rows(document, table) for table in ("rows", "rows_with_backward"))  # auto can read it
+    assert set(fwd) == set(cost_model.GPU_BACKENDS) and set(grad) == set(cost_model.GPU_BACKENDS)
+    refit = cost_fit.fit_gpu_constants([json.loads((results / "kernels_cuda.json").read_text())],
+                                       [str(results / "kernels_cuda.json")], require_gpu=False)
+    assert cost_fit.render(refit) == constants.read_text(), "the constants refit exactly from the results file"
+    before, after = (ROOT / "README.md").read_text(), readme.read_text()
+    assert after != before and "| the run: environment ok" in after
+    outside = re.compile(re.escape(ingest.BEGIN) + ".*?" + re.escape(ingest.END), re.S)
+    assert outside.sub("", after) == outside.sub("", before), "only the generated block changes"
+
+
+def test_committed_gpu_constants_refit_exactly():
+    """Once a GPU run is committed: its constants are what the committed suite gives."""
+    committed = ROOT / "backends" / "cost_constants_cuda.json"
+    if not committed.exists():
+        pytest.skip("no GPU run committed yet (backends/cost_constants_cuda.json)")
+    source = "benchmarks/results/kernels_cuda.json"
+    refit = cost_fit.fit_gpu_constants([json.loads((ROOT / source).read_text())], [source])
+    assert cost_fit.render(refit) == committed.read_text()
+
+
+def test_summary_reads_a_partial_folder(tmp_path):
+    """A run killed early leaves some files: the summary says what is missing instead of failing."""
+    (tmp_path / "run.json").write_text(json.dumps({"command": "x", "steps": [], "dry_run": False}))
+    text = summary.markdown(summary.load(tmp_path))
+    assert "## Tests" in text and "No results" in text and "No suite results" in text
