@@ -27,10 +27,13 @@ Automatic decisions and family resolutions are kept on the graph (``Graph.memo``
 Under ``torch.compile``, :func:`current_choice` is traced (dynamo guards on the ``use_backend``
 stack and ``set_backend``: another choice recompiles), and the decision for that choice is made
 once, while tracing, and kept in the compiled graph as a constant (as
-``torch.compiler.assume_constant_result`` does, guarded on the graph's identity), so an explicit
-backend compiles with no eager warm-up. ``UNIGRAPH_BACKEND`` is read while tracing: changing it
-in a running process does not recompile (it cannot change a result, since every backend computes
-the same function).
+``torch.compiler.assume_constant_result`` does), so an explicit backend compiles with no eager
+warm-up. ``auto`` decides from the statistics of the graph being traced, and the compiled program
+keeps that backend for every graph it then runs: it is guarded on the request (op, reduce, dtype,
+device, feature width, grad mode) but not on the graph, so a new graph of any size (mini-batch
+training) does not recompile. ``UNIGRAPH_BACKEND`` is read while tracing: changing it in a running
+process does not recompile. Neither can change a result, since every backend computes the same
+function; only the speed of graphs unlike the traced one.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import dataclasses
 import functools
 import logging
 import math
+import operator
 import os
 from typing import Callable, Iterator
 
@@ -47,6 +51,7 @@ import torch
 from unigraph import backends as registry
 from unigraph.backends import autotune
 from unigraph.backends.base import Backend, Request, differentiated
+from unigraph.structure import degree_stats
 
 ENV_VAR = "UNIGRAPH_BACKEND"
 AUTO_CHOICES = ("auto", "auto-tune")
@@ -201,23 +206,39 @@ def choose(graph, request: Request, explicit: str | None = None,
     (what auto-tune times, on private copies of ``operands``: it must read no tensor of the
     caller's but those). Automatic decisions and family resolutions are kept on the graph."""
     name, source = current_choice(explicit)
-    if torch.compiler.is_compiling():  # dynamo passes plain constants (not dataclasses, not backends) well
-        return registry.all_backends()[_traced_choice(graph, *dataclasses.astuple(request), name, source)]
+    if torch.compiler.is_compiling():
+        gt = graph.tensors()
+        # plain constants pass into _traced_choice well (not dataclasses, not backends); the width is
+        # made a constant (operator.index: dynamo guards on it) where dynamic shapes made it symbolic
+        fields = dataclasses.astuple(dataclasses.replace(request, feature_width=operator.index(request.feature_width)))
+        return registry.all_backends()[_traced_choice(gt.in_ptr, gt.out_ptr, *fields, name, source)]
     return _decide(graph, request, name, source, trial, operands)
 
 
 def _decide(graph, request: Request, name: str, source: str,
             trial: Callable[..., object] | None = None, operands: tuple = ()) -> Backend:
+    # keys of plain constants, not the Request dataclass: a compiled program reads the graph's memo,
+    # and dynamo guards on every key of a dict holding another kind of key (see Graph.memo)
     if name in AUTO_CHOICES:
-        def decide() -> Backend:
-            if name == "auto":
-                return registry.get(_pick(graph.stats(), request)[0])
-            timed = None if trial is None else (lambda n, *ops: trial(registry.get(n), *ops))
-            return registry.get(_tuned(graph.stats(), request, timed, operands)[0])
-        return graph.memo(("unigraph.backends", name, request), decide)
+        return graph.memo(("unigraph.backends", name) + dataclasses.astuple(request),
+                          lambda: _automatic(graph.stats(), request, name, trial, operands))
     if registry.family(name) is not None:
-        return graph.memo(("unigraph.backends", "family", name, request),
+        return graph.memo(("unigraph.backends", "family", name) + dataclasses.astuple(request),
                           lambda: registry.get(_resolve_family(graph.stats(), request, name)[0]))
+    return _named(request, name, source)
+
+
+def _automatic(stats, request: Request, name: str, trial: Callable[..., object] | None,
+               operands: tuple = ()) -> Backend:
+    """What ``auto`` or ``auto-tune`` (``name``) picks for a graph with these statistics."""
+    if name == "auto":
+        return registry.get(_pick(stats, request)[0])
+    timed = None if trial is None else (lambda n, *ops: trial(registry.get(n), *ops))
+    return registry.get(_tuned(stats, request, timed, operands)[0])
+
+
+def _named(request: Request, name: str, source: str) -> Backend:
+    """The backend the user named, if it can run the call (else the error saying why)."""
     backend = registry.get(name)
     reason = backend.cannot_run(request)
     if reason is not None:
@@ -235,9 +256,17 @@ def _assume_constant_result(fn: Callable) -> Callable:
 
 
 @_assume_constant_result
-def _traced_choice(graph, kind, op, reduce, width, dtype, device, grad, name: str, source: str) -> str:
-    """The name :func:`_decide` picks, as a constant of the compiled graph (see the module docstring)."""
-    return _decide(graph, Request(kind, op, reduce, width, dtype, device, grad), name, source).name
+def _traced_choice(in_ptr, out_ptr, kind, op, reduce, width, dtype, device, grad, name: str, source: str) -> str:
+    """The name :func:`_decide` would pick, as a constant of the compiled graph (see the module
+    docstring). Dynamo runs this once while tracing, on the real row pointers of the graph being
+    traced (so a graph built inside the compiled code has statistics too), and guards on none of
+    its arguments' values: the choice stays with the compiled program for every graph it runs."""
+    request = Request(kind, op, reduce, width, dtype, device, grad)
+    if name in AUTO_CHOICES:
+        return _automatic(degree_stats(in_ptr, out_ptr), request, name, None).name
+    if registry.family(name) is not None:
+        return _resolve_family(degree_stats(in_ptr, out_ptr), request, name)[0]
+    return _named(request, name, source).name
 
 
 # ---------------------------------------------------------------------- explain

@@ -1,7 +1,6 @@
 """The :class:`Graph`: a validated edge list with lazily cached formats and degree statistics."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Iterator, MutableMapping
 
 import torch
@@ -9,25 +8,9 @@ from torch import Tensor
 
 from unigraph import graph_compat
 from unigraph.graph_compat import count
-from unigraph.structure import GraphTensors, build_csr
-
-
-@dataclasses.dataclass(frozen=True)
-class DegreeStats:
-    """The graph statistics the backend selector reads (plain Python numbers).
-
-    ``cv_in_degree`` is the coefficient of variation of the in-degree over destination nodes
-    (standard deviation / mean; 0 for a graph without edges): about 0 for regular graphs,
-    about 1 for Erdos-Renyi graphs at low degree, well above 1 for power-law graphs.
-    """
-
-    num_src_nodes: int
-    num_dst_nodes: int
-    num_edges: int
-    mean_in_degree: float
-    max_in_degree: int
-    cv_in_degree: float
-    max_out_degree: int
+from unigraph.structure import DegreeStats, GraphTensors, build_csr, check_index_range, checked_copies, degree_stats
+from unigraph.structure import owned_index as _owned
+from unigraph.traced_structure import traced_checked_copies, traced_csr
 
 
 class FeatureStore(MutableMapping):
@@ -80,6 +63,9 @@ _INT64_MAX = torch.iinfo(torch.int64).max
 def _check_count(name: str, value: Any) -> int | None:
     if value is None:
         return None
+    if isinstance(value, torch.SymInt):  # a size traced by torch.compile: checked when the compiled code runs
+        torch._check(value >= 0, lambda: f"{name} must be >= 0")
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, Tensor) and value.dim() == 0 and not value.is_floating_point() and value.dtype != torch.bool:
             value = int(value)
@@ -89,14 +75,20 @@ def _check_count(name: str, value: Any) -> int | None:
         raise ValueError(f"{name} must be >= 0, got {value}")
     if value > _INT64_MAX:
         raise ValueError(f"{name} must fit in int64 (at most {_INT64_MAX}), got {value}")
-    return value
+    return int(value)  # a plain int, never a Count (see _init_unchecked)
 
 
-def _owned(index: Tensor) -> Tensor:
-    """A contiguous int64 copy the graph alone holds (a normal tensor even under inference mode,
-    so that in-place changes bump its version counter)."""
-    with torch.inference_mode(False):
-        return index.to(torch.int64, memory_format=torch.contiguous_format, copy=True)
+def _plain(n: Any) -> Any:
+    """``n`` as a plain ``int`` (a Count or another int subclass unwrapped); a SymInt as it is."""
+    return int(n) if isinstance(n, int) and type(n) is not int else n
+
+
+def _inferred_count(index: Tensor) -> int:
+    """``max(index) + 1`` (0 without edges): a node count read from the indices."""
+    if torch.compiler.is_compiling():
+        raise RuntimeError("a Graph built inside torch.compile needs its node counts given (num_nodes, or "
+                           "num_src_nodes and num_dst_nodes): inferring them reads the indices' values")
+    return int(index.max()) + 1 if index.numel() else 0
 
 
 def unique_pairs(first: Tensor, second: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -131,21 +123,6 @@ def _as_edge_index(edge_index: Any) -> Tensor:
         hint = " (it looks transposed: pass edge_index.t())" if edge_index.dim() == 2 and edge_index.shape[1] == 2 else ""
         raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}{hint}")
     return edge_index
-
-
-def _check_range(index: Tensor, size: int, row_name: str, size_name: str) -> None:
-    if index.numel() == 0:
-        return
-    low, high = int(index.min()), int(index.max())
-    if low < 0:
-        at = int((index < 0).nonzero()[0])
-        raise ValueError(f"edge_index[{row_name}] holds the negative index {low} (first at edge {at}); indices must be >= 0")
-    if high >= size:
-        at = int((index >= size).nonzero()[0])
-        raise ValueError(
-            f"edge_index[{row_name}] holds index {high} (first out-of-range at edge {at}) but {size_name}={size}; "
-            f"valid indices are 0..{size - 1}" if size > 0 else
-            f"edge_index[{row_name}] holds index {high} but {size_name}=0: a graph without nodes cannot have edges")
 
 
 def _csr_num_src(num_src_nodes: int | None, indices: Tensor, num_dst: int, bipartite: bool) -> int:
@@ -192,30 +169,28 @@ class Graph:
         num_nodes = _check_count("num_nodes", num_nodes)
         num_src_nodes = _check_count("num_src_nodes", num_src_nodes)
         num_dst_nodes = _check_count("num_dst_nodes", num_dst_nodes)
-        src, dst = _owned(edge_index[0]), _owned(edge_index[1])  # validated below: the copies, not the caller's
         bipartite = num_src_nodes is not None or num_dst_nodes is not None
         if bipartite and num_nodes is not None:
             raise ValueError("give either num_nodes (homogeneous graph) or num_src_nodes/num_dst_nodes "
                              f"(bipartite graph), not both (got num_nodes={num_nodes}, "
                              f"num_src_nodes={num_src_nodes}, num_dst_nodes={num_dst_nodes})")
-
-        def inferred(index: Tensor) -> int:
-            return int(index.max()) + 1 if index.numel() else 0
-
         if bipartite:
-            n_src = num_src_nodes if num_src_nodes is not None else inferred(src)
-            n_dst = num_dst_nodes if num_dst_nodes is not None else inferred(dst)
-            _check_range(src, n_src, "0", "num_src_nodes")
-            _check_range(dst, n_dst, "1", "num_dst_nodes")
+            n_src = num_src_nodes if num_src_nodes is not None else _inferred_count(edge_index[0])
+            n_dst = num_dst_nodes if num_dst_nodes is not None else _inferred_count(edge_index[1])
         else:
-            n_src = n_dst = num_nodes if num_nodes is not None else max(inferred(src), inferred(dst))
-            _check_range(src, n_src, "0", "num_nodes")
-            _check_range(dst, n_dst, "1", "num_nodes")
+            n_src = n_dst = num_nodes if num_nodes is not None else max(_inferred_count(edge_index[0]),
+                                                                        _inferred_count(edge_index[1]))
+        # the graph's own copies, checked (inside a compiled program: by a custom operator when it runs)
+        copies = traced_checked_copies if torch.compiler.is_compiling() else checked_copies
+        src, dst = copies(edge_index, n_src, n_dst, bipartite)
         self._init_unchecked(src, dst, n_src, n_dst, bipartite)
 
     def _init_unchecked(self, src: Tensor, dst: Tensor, num_src: int, num_dst: int, bipartite: bool) -> None:
-        if src.is_inference() or dst.is_inference():  # their version counters cannot be read: own copies
-            src, dst = _owned(src), _owned(dst)
+        # Built inside a torch.compile trace: its formats are built in the trace too
+        # (unigraph.traced_structure) and kept on it; version counters are not traced (see _guard).
+        self._built_in_trace = torch.compiler.is_compiling()
+        if not self._built_in_trace and (src.is_inference() or dst.is_inference()):
+            src, dst = _owned(src), _owned(dst)  # their version counters cannot be read: own copies
         self._src, self._dst = src, dst
         # index tensors the graph checked or built, and their version counters at that moment
         self._guarded_names: list[str] = []
@@ -223,6 +198,10 @@ class Graph:
         self._guarded_versions: list[int] = []
         self._guard("src", src)
         self._guard("dst", dst)
+        # Plain ints (or a trace's SymInts), never graph_compat.Count: torch.compile (2.13) compares a
+        # SymInt with an int subclass as unequal whatever the values, so a stored Count made a traced
+        # size check fail ("x has 30 rows but the graph has 30 nodes").
+        num_src, num_dst = _plain(num_src), _plain(num_dst)
         self._num_src, self._num_dst = num_src, num_dst
         self.is_bipartite = bipartite
         self._cache: dict[str, Any] = {}
@@ -302,7 +281,7 @@ class Graph:
                              + (f"got {owned['dst'].numel()} entries for {num_edges} slots"
                                 if owned["dst"].numel() != num_edges else "it differs from indptr"))
         num_src = _csr_num_src(_check_count("num_src_nodes", num_src_nodes), indices, num_dst, bipartite)
-        _check_range(indices, num_src, "0", "num_src_nodes")
+        check_index_range(indices, num_src, "0", "num_src_nodes")
         identity = torch.arange(num_edges, device=indices.device)
         edge_ids = owned.get("edge_ids", identity)
         if edge_ids.numel() != num_edges:
@@ -375,7 +354,11 @@ class Graph:
 
     # ------------------------------------------------------------------ guarding the indices
     def _guard(self, name: str, tensor: Tensor) -> None:
-        """Record ``tensor``'s version counter: it holds indices the graph checked or built."""
+        """Record ``tensor``'s version counter: it holds indices the graph checked or built. A graph
+        built inside a torch.compile trace records none (no trace reads version counters; its
+        tensors are outputs of the compiled program, which only it holds)."""
+        if torch.compiler.is_compiling():
+            return
         self._guarded_names.append(name)
         self._guarded.append(tensor)
         self._guarded_versions.append(tensor._version)
@@ -406,11 +389,12 @@ class Graph:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._built_in_trace = False  # (also for graphs pickled before the flag existed)
         self._guarded_versions = [t._version for t in self._guarded]
 
     def _set_format(self, key: str, format_tensors: tuple[Tensor, ...]) -> None:
         """Cache a structure format (a CSR triple) and guard its tensors."""
-        if any(t.is_inference() for t in format_tensors):
+        if not torch.compiler.is_compiling() and any(t.is_inference() for t in format_tensors):
             format_tensors = tuple(_owned(t) if t.is_inference() else t for t in format_tensors)
         self._cache[key] = format_tensors
         for position, tensor in enumerate(format_tensors):
@@ -421,26 +405,31 @@ class Graph:
         """``(ptr, src_sorted, eid)``: in-edges grouped by destination (see unigraph.structure)."""
         self._check_intact()
         if "in_csr" not in self._cache:
-            with torch.inference_mode(False):  # normal tensors: their version counters can be guarded
-                self._set_format("in_csr", build_csr(self._dst, self._src, self.num_dst_nodes))
+            self._set_format("in_csr", self._build_csr(self._dst, self._src, self._num_dst))
         return self._cache["in_csr"]
 
     def out_csr(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(ptr, dst_sorted, eid)``: out-edges grouped by source."""
         self._check_intact()
         if "out_csr" not in self._cache:
-            with torch.inference_mode(False):
-                self._set_format("out_csr", build_csr(self._src, self._dst, self.num_src_nodes))
+            self._set_format("out_csr", self._build_csr(self._src, self._dst, self._num_src))
         return self._cache["out_csr"]
+
+    def _build_csr(self, rows: Tensor, cols: Tensor, num_rows: int) -> tuple[Tensor, Tensor, Tensor]:
+        if not torch.compiler.is_compiling():
+            with torch.inference_mode(False):  # normal tensors: their version counters can be guarded
+                return build_csr(rows, cols, num_rows)
+        if not self._built_in_trace:  # a graph the compiled program is given: built once, eagerly
+            raise RuntimeError("torch.compile needs the graph's formats built before tracing: call g.prepare() "
+                               "once (eagerly) before running the compiled model")
+        return traced_csr(rows, cols, num_rows)
 
     def tensors(self) -> GraphTensors:
         """All formats at once, as the ops front door hands them to a backend (every call checks
         that no index tensor changed since the graph checked it)."""
         self._check_intact()
-        if "tensors" not in self._cache:
-            self._cache["tensors"] = GraphTensors(
-                self._src, self._dst, *self.in_csr(), *self.out_csr(), self.num_src_nodes, self.num_dst_nodes)
-        return self._cache["tensors"]
+        return self.memo("tensors", lambda: GraphTensors(
+            self._src, self._dst, *self.in_csr(), *self.out_csr(), self._num_src, self._num_dst))  # plain ints
 
     def in_degrees(self) -> Tensor:
         ptr = self.in_csr()[0]
@@ -453,17 +442,7 @@ class Graph:
     def stats(self) -> DegreeStats:
         """Degree statistics for the backend selector (computed once)."""
         if "stats" not in self._cache:
-            deg_in = self.in_degrees().to(torch.float64)
-            deg_out = self.out_degrees()
-            mean = self.num_edges / max(self.num_dst_nodes, 1)
-            std = float(deg_in.std(unbiased=False)) if deg_in.numel() else 0.0
-            self._cache["stats"] = DegreeStats(
-                num_src_nodes=self.num_src_nodes, num_dst_nodes=self.num_dst_nodes, num_edges=self.num_edges,
-                mean_in_degree=mean,
-                max_in_degree=int(deg_in.max()) if deg_in.numel() else 0,
-                cv_in_degree=std / mean if mean > 0 else 0.0,
-                max_out_degree=int(deg_out.max()) if deg_out.numel() else 0,
-            )
+            self._cache["stats"] = degree_stats(self.in_csr()[0], self.out_csr()[0])
         return self._cache["stats"]
 
     def prepare(self, *, self_loops: bool = True) -> "Graph":
@@ -491,17 +470,22 @@ class Graph:
         For values that depend on the graph's structure alone (a normalization, a graph with
         self-loops, a backend decision), so that they are computed once per graph. ``key`` must
         be hashable and say everything the value depends on besides the structure; namespace
-        it (e.g. ``("unigraph.nn", "gcn_norm", ...)``) so that callers cannot collide.
+        it (e.g. ``("unigraph.nn", "gcn_norm", ...)``) so that callers cannot collide. Make it a
+        string or a tuple of plain constants (str, int, float, bool, None, torch.dtype,
+        torch.device): compiled programs read this memo, and once any key is another kind of
+        object (a dataclass), dynamo guards on every key by position and on their number, so
+        each eager call that adds a key would recompile them.
 
         While ``torch.compile`` traces, a missing value is built but not kept (keeping it would be
         a side effect the compiled code replays): build what a compiled model needs eagerly, as
-        :meth:`prepare` does.
+        :meth:`prepare` does. A graph built inside the trace (PyG's ``conv(x, edge_index)``) keeps
+        it: it lives in that trace.
         """
         cache = self._cache
         if key in cache:
             return cache[key]
         value = build()
-        if not torch.compiler.is_compiling():
+        if not torch.compiler.is_compiling() or self._built_in_trace:
             cache[key] = value
         return value
 

@@ -1,6 +1,8 @@
 """The graph with one self-loop per node, which GCNConv and the attention layers run on: built once
-per graph, cached on it, and built by :meth:`Graph.prepare` (``torch.compile`` cannot build it
-while tracing: how many loops a graph already has is data).
+per graph, cached on it, and built by :meth:`Graph.prepare`. A graph given to a compiled program
+needs it built eagerly (``prepare``); a graph built inside one (PyG's ``conv(x, edge_index)``)
+builds it in the trace, through a custom operator (:mod:`unigraph.traced_structure`: how many
+loops a graph already has is data).
 
 PyG's GCN (``add_remaining_self_loops``) and GAT (``remove_self_loops`` + ``add_self_loops``) use the
 same structure: every existing self-loop is dropped and one loop ``i -> i`` is appended for each
@@ -15,20 +17,31 @@ import torch
 from torch import Tensor
 
 from unigraph.graph import Graph
+from unigraph.structure import self_loop_parts
+from unigraph.traced_structure import traced_self_loop_parts
 
 _CACHE_KEY = ("unigraph", "self_loops")
 
 
 @dataclasses.dataclass(frozen=True)
 class SelfLooped:
-    graph: Graph     # kept edges first (in their order), then the loops in node order
-    kept: Tensor     # ids (in the original graph) of the kept, non-loop edges
-    dropped: Tensor  # ids of the dropped self-loops
+    graph: Graph       # kept edges first (in their order), then the loops in node order
+    kept: Tensor       # ids (in the original graph) of the kept, non-loop edges
+    loop_slot: Tensor  # [E]: the node of each original edge that is a self-loop, else num_loops
     num_loops: int
 
     def edge_values(self, values: Tensor, loop_values: Tensor) -> Tensor:
         """Per-edge values of the looped graph from the original edges' values and the loops'."""
         return torch.cat([values.index_select(0, self.kept), loop_values])
+
+    def existing_loop_values(self, values: Tensor, fill: float) -> Tensor:
+        """One value per loop: that of the node's existing self-loop, ``fill`` where it has none
+        (PyG's ``add_remaining_self_loops``; where a node has several, the last written wins and
+        the gradient reaches each, as in PyG's ``index_put``). Every original edge writes, the
+        others into a slot past the loops that is then dropped: the shapes follow the node and
+        edge counts alone, so a compiled program does not depend on how many loops a graph had."""
+        slots = values.new_full((self.num_loops + 1,) + tuple(values.shape[1:]), fill)
+        return slots.index_put((self.loop_slot,), values)[: self.num_loops]
 
 
 def with_self_loops(g: Graph) -> SelfLooped:
@@ -37,17 +50,16 @@ def with_self_loops(g: Graph) -> SelfLooped:
 
 
 def _build(g: Graph) -> SelfLooped:
-    if torch.compiler.is_compiling():  # how many loops the graph has is data: no trace can build this
+    compiling = torch.compiler.is_compiling()
+    if compiling and not g._built_in_trace:  # a graph the compiled program is given: built once, eagerly
         raise RuntimeError("torch.compile needs the graph with self-loops built before tracing: call g.prepare() "
                            "once (eagerly) before running the compiled model")
-    is_loop = g.src == g.dst
-    kept = (~is_loop).nonzero().flatten()
-    dropped = is_loop.nonzero().flatten()
-    num_loops = min(g.num_src_nodes, g.num_dst_nodes)
+    num_loops = torch.sym_min(g._num_src, g._num_dst)  # plain ints (or a trace's sizes), never a Count
+    src, dst = g.src, g.dst
+    # inside a trace (a graph built there, PyG's conv(x, edge_index)): one custom operator, whose
+    # output size (how many edges are not loops) is data
+    kept, loop_slot = (traced_self_loop_parts if compiling else self_loop_parts)(src, dst, num_loops)
     loops = torch.arange(num_loops, device=g.device)
-    edge_index = torch.stack([torch.cat([g.src[kept], loops]), torch.cat([g.dst[kept], loops])])
-    if g.is_bipartite:
-        graph = Graph(edge_index, num_src_nodes=g.num_src_nodes, num_dst_nodes=g.num_dst_nodes)
-    else:
-        graph = Graph(edge_index, num_nodes=g.num_src_nodes)
-    return SelfLooped(graph, kept, dropped, num_loops)
+    new_src, new_dst = torch.cat([src[kept], loops]), torch.cat([dst[kept], loops])
+    graph = Graph._trusted(new_src, new_dst, g._num_src, g._num_dst, g.is_bipartite)  # valid by construction
+    return SelfLooped(graph, kept, loop_slot, num_loops)

@@ -15,6 +15,7 @@ well defined and identical on every backend.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import torch
@@ -64,6 +65,74 @@ class GraphTensors(NamedTuple):
         return self.in_ptr[1:] - self.in_ptr[:-1]
 
 
+@dataclasses.dataclass(frozen=True)
+class DegreeStats:
+    """The graph statistics the backend selector reads (plain Python numbers).
+
+    ``cv_in_degree`` is the coefficient of variation of the in-degree over destination nodes
+    (standard deviation / mean; 0 for a graph without edges): about 0 for regular graphs,
+    about 1 for Erdos-Renyi graphs at low degree, well above 1 for power-law graphs.
+    """
+
+    num_src_nodes: int
+    num_dst_nodes: int
+    num_edges: int
+    mean_in_degree: float
+    max_in_degree: int
+    cv_in_degree: float
+    max_out_degree: int
+
+
+def degree_stats(in_ptr: Tensor, out_ptr: Tensor) -> DegreeStats:
+    """:class:`DegreeStats` of the graph whose in-CSR and out-CSR row pointers these are (reads
+    the data: ``Graph.stats`` keeps the result, and a compiled program's backend choice computes
+    it once while tracing, see ``unigraph.backends.selector``)."""
+    deg_in = (in_ptr[1:] - in_ptr[:-1]).to(torch.float64)
+    deg_out = out_ptr[1:] - out_ptr[:-1]
+    num_src, num_dst, num_edges = out_ptr.numel() - 1, in_ptr.numel() - 1, int(in_ptr[-1])
+    mean = num_edges / max(num_dst, 1)
+    std = float(deg_in.std(unbiased=False)) if deg_in.numel() else 0.0
+    return DegreeStats(
+        num_src_nodes=num_src, num_dst_nodes=num_dst, num_edges=num_edges, mean_in_degree=mean,
+        max_in_degree=int(deg_in.max()) if deg_in.numel() else 0,
+        cv_in_degree=std / mean if mean > 0 else 0.0,
+        max_out_degree=int(deg_out.max()) if deg_out.numel() else 0,
+    )
+
+
+def owned_index(index: Tensor) -> Tensor:
+    """A contiguous int64 copy the graph alone holds (a normal tensor even under inference mode,
+    so that in-place changes bump its version counter)."""
+    with torch.inference_mode(False):
+        return index.to(torch.int64, memory_format=torch.contiguous_format, copy=True)
+
+
+def checked_copies(edge_index: Tensor, num_src: int, num_dst: int, bipartite: bool) -> tuple[Tensor, Tensor]:
+    """Owned copies of ``edge_index``'s two rows, each checked against its node count."""
+    src, dst = owned_index(edge_index[0]), owned_index(edge_index[1])
+    src_name, dst_name = ("num_src_nodes", "num_dst_nodes") if bipartite else ("num_nodes", "num_nodes")
+    check_index_range(src, num_src, "0", src_name)
+    check_index_range(dst, num_dst, "1", dst_name)
+    return src, dst
+
+
+def check_index_range(index: Tensor, size: int, row_name: str, size_name: str) -> None:
+    """``ValueError`` unless every entry of ``index`` (row ``row_name`` of an edge_index) lies in
+    ``0..size-1``; the message names the first offending edge and ``size_name``."""
+    if index.numel() == 0:
+        return
+    low, high = int(index.min()), int(index.max())
+    if low < 0:
+        at = int((index < 0).nonzero()[0])
+        raise ValueError(f"edge_index[{row_name}] holds the negative index {low} (first at edge {at}); indices must be >= 0")
+    if high >= size:
+        at = int((index >= size).nonzero()[0])
+        raise ValueError(
+            f"edge_index[{row_name}] holds index {high} (first out-of-range at edge {at}) but {size_name}={size}; "
+            f"valid indices are 0..{size - 1}" if size > 0 else
+            f"edge_index[{row_name}] holds index {high} but {size_name}=0: a graph without nodes cannot have edges")
+
+
 def build_csr(rows: Tensor, cols: Tensor, num_rows: int) -> tuple[Tensor, Tensor, Tensor]:
     """Compressed rows of the edge list ``rows[k] -> cols[k]``.
 
@@ -75,3 +144,15 @@ def build_csr(rows: Tensor, cols: Tensor, num_rows: int) -> tuple[Tensor, Tensor
     ptr = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
     torch.cumsum(counts, 0, out=ptr[1:])
     return ptr, cols[perm], perm
+
+
+def self_loop_parts(src: Tensor, dst: Tensor, num_loops: int) -> tuple[Tensor, Tensor]:
+    """``(kept, loop_slot)`` for the graph with one self-loop per node ``i < num_loops``: ``kept``
+    the ids of the edges that are not self-loops (in order), ``loop_slot[k]`` the node of edge
+    ``k`` if it is a self-loop, else ``num_loops`` (a slot past the loops: see
+    ``SelfLooped.existing_loop_values``). A loop ``i -> i`` has ``i < num_src`` and ``i < num_dst``,
+    so ``i < num_loops``."""
+    is_loop = src == dst
+    kept = (~is_loop).nonzero().flatten()
+    loop_slot = torch.where(is_loop, src, num_loops)
+    return kept, loop_slot

@@ -118,6 +118,8 @@ def _is_pyg_data(obj: Any) -> bool:
 
 
 def _is_graph_object(obj: Any) -> bool:
+    if isinstance(obj, (Tensor, tuple, list)):  # features; also: dynamo cannot read a builtin type's __module__
+        return False
     return isinstance(obj, Graph) or _is_dgl_graph(obj) or _is_pyg_data(obj)
 
 
@@ -209,12 +211,11 @@ def clear_cache() -> None:
 def _stamp(*tensors: Tensor) -> tuple | None:
     """What a hit re-checks of an adjacency's index tensors, besides the probes: each one's in-place
     version, storage address and shape (a ``.data =`` or ``set_`` swap moves the address). None for
-    inference tensors (no version counter): then nothing is cached. While torch.compile traces
-    (no storage to read), the versions alone."""
-    if any(t.is_inference() for t in tensors):
+    inference tensors (no version counter): then nothing is cached. None while torch.compile traces
+    (no trace reads versions, storage addresses or ids): the compiled program builds the graph
+    itself on every call (unigraph.traced_structure)."""
+    if torch.compiler.is_compiling() or any(t.is_inference() for t in tensors):
         return None
-    if torch.compiler.is_compiling():
-        return tuple(t._version for t in tensors)
     return tuple((t._version, t.data_ptr(), tuple(t.shape)) for t in tensors)
 
 

@@ -114,8 +114,8 @@ class GCNConv(MessagePassing):
     # ------------------------------------------------------------------ normalization
     def _normalized(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
         """The graph to propagate on and its normalized edge weights, cached where the docstring
-        says. While torch.compile traces, caches are read but not written (a write would be a side
-        effect of the compiled code): the weights are then computed in the compiled graph."""
+        says. While torch.compile traces, caches are not written (a write would be a side effect of the
+        compiled code) and the graph's is not read: the weights are computed in the compiled graph."""
         if self.cached and self._cached_norm is not None and self._cached_norm[0]() is g:
             return self._cached_norm[1], self._cached_norm[2]
         compiling = torch.compiler.is_compiling()
@@ -123,7 +123,9 @@ class GCNConv(MessagePassing):
             # eager freezes the first call's weights; a compiled model cannot store them
             raise RuntimeError("GCNConv(cached=True) with edge weights cannot be compiled before its normalization is "
                                "cached: run it once eagerly on this graph first, or use cached=False")
-        if edge_weight is None:  # a function of the structure alone: cache it on the graph
+        if edge_weight is None and not compiling:  # a function of the structure alone: cache it on the graph
+            # (not read while compiling: whether a graph has it would be guarded, and a graph normalized
+            # eagerly would recompile the model)
             key = ("unigraph.nn", "gcn_norm", self.improved, self.add_self_loops, dtype)
             result = g.memo(key, lambda: self._normalize(g, None, dtype))
         else:
@@ -142,10 +144,8 @@ class GCNConv(MessagePassing):
         weights = weights.to(exact)
         if self.add_self_loops:
             looped = with_self_loops(g)
-            loop_weights = weights.new_full((looped.num_loops,), fill)
-            if looped.dropped.numel():
-                # an existing self-loop keeps its weight (the last one where a node has several)
-                loop_weights = loop_weights.index_put((g.src[looped.dropped],), weights[looped.dropped])
+            # an existing self-loop keeps its weight (the last one where a node has several)
+            loop_weights = looped.existing_loop_values(weights, fill)
             g, weights = looped.graph, looped.edge_values(weights, loop_weights)
         in_degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
         out_degree = weights.new_zeros(g.num_src_nodes).index_add(0, g.src, weights) if g.is_bipartite else in_degree

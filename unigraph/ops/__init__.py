@@ -45,10 +45,7 @@ def _tensors(g) -> GraphTensors:
     """The graph's tensors, through the one Graph method every call goes through."""
     if not isinstance(g, Graph):
         raise TypeError(f"expected a unigraph.Graph, got {type(g).__name__}; build one with unigraph.Graph(edge_index)")
-    if torch.compiler.is_compiling() and not g.is_prepared():
-        raise RuntimeError("torch.compile needs the graph's formats built before tracing: call g.prepare() "
-                           "once (eagerly) before running the compiled model")
-    return g.tensors()
+    return g.tensors()  # (under torch.compile, a graph given to the compiled program must be prepared)
 
 
 def _autocast(device: torch.device, *tensors):
