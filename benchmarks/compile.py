@@ -11,6 +11,11 @@ here once and reused by ``tests/test_compile_models.py``, which checks compiled 
     python benchmarks/compile.py                              # Cora-sized synthetic graph
     python benchmarks/compile.py --nodes 200 --steps 3 --cases GCNConv GAT   # a smoke run
     python benchmarks/compile.py --backends auto numba --compiler inductor
+    python benchmarks/compile.py --vary      # a new graph of another size every step (mini-batches)
+
+``--vary`` rotates four graphs of 0.75-1.25x the given size through the steps, as mini-batch
+training does; the compile time then covers both compiles (docs/ops.md: the first graph's sizes,
+then a dynamic program), and each row says how many graphs dynamo compiled.
 """
 from __future__ import annotations
 
@@ -145,28 +150,38 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, inputs:
 
 
 # ====================================================================== timing
-def time_case(name: str, backend: str, compiler: str, graph: unigraph.Graph, width: int, steps: int) -> dict:
-    eager, inputs = make_case(name, graph, width, width, torch.float32)
+VARY = (1.0, 0.75, 1.25, 0.9)  # graph sizes of --vary, relative to --nodes/--edges
+
+
+def time_case(name: str, backend: str, compiler: str, graphs: list[unigraph.Graph], width: int, steps: int) -> dict:
+    """Step ``i`` runs on ``graphs[i % len(graphs)]`` (one graph: full-batch training)."""
+    from torch._dynamo.utils import counters
+    eager = make_case(name, graphs[0], width, width, torch.float32)[0]
+    inputs = [make_case(name, graph, width, width, torch.float32)[1] for graph in graphs]
     compiled_model = copy.deepcopy(eager)
     eager_opt = torch.optim.Adam(eager.parameters(), lr=1e-3)
     compiled_opt = torch.optim.Adam(compiled_model.parameters(), lr=1e-3)
     torch._dynamo.reset()
+    counters.clear()
     compiled = torch.compile(compiled_model, fullgraph=True, backend=compiler)
     with unigraph.use_backend(backend):
         start = time.perf_counter()
-        train_step(compiled, compiled_opt, inputs)  # compiles forward and backward
+        for step_inputs in inputs:  # compiles forward and backward (twice for graphs of other sizes)
+            train_step(compiled, compiled_opt, step_inputs)
         compile_s = time.perf_counter() - start
-        train_step(eager, eager_opt, inputs)  # eager's one-time costs (formats, numba) outside the timing
+        for step_inputs in inputs:  # eager's one-time costs (formats, numba) outside the timing
+            train_step(eager, eager_opt, step_inputs)
         eager_ms, compiled_ms = [], []
-        for _ in range(steps):
+        for step in range(steps):
             for model, opt, times in ((eager, eager_opt, eager_ms), (compiled, compiled_opt, compiled_ms)):
                 start = time.perf_counter()
-                train_step(model, opt, inputs)
+                train_step(model, opt, inputs[step % len(inputs)])
                 times.append((time.perf_counter() - start) * 1e3)
     eager_median, compiled_median = statistics.median(eager_ms), statistics.median(compiled_ms)
     return {"case": name, "backend": backend, "compiler": compiler, "compile_s": round(compile_s, 2),
             "eager_ms": round(eager_median, 3), "compiled_ms": round(compiled_median, 3),
-            "eager_over_compiled": round(eager_median / compiled_median, 2)}
+            "eager_over_compiled": round(eager_median / compiled_median, 2),
+            "compiles": counters["stats"]["unique_graphs"]}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -178,24 +193,30 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES), metavar="CASE")
     parser.add_argument("--backends", nargs="+", default=list(CPU_BACKENDS))
     parser.add_argument("--compiler", default="inductor", help="torch.compile backend (inductor, aot_eager, ...)")
+    parser.add_argument("--vary", action="store_true", help="a new graph of another size every step (mini-batches)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the rows here")
     args = parser.parse_args(argv)
-    graph = synthetic_graph(args.nodes, args.edges).prepare()
+    scales = VARY if args.vary else (1.0,)
+    graphs = [synthetic_graph(round(args.nodes * f), round(args.edges * f), seed=i).prepare()
+              for i, f in enumerate(scales)]
     load_start = load_average()
     rows = []
-    print(f"{'case':24s} {'backend':8s} {'compile s':>9s} {'eager ms':>9s} {'compiled ms':>11s} {'ratio':>6s}")
+    print(f"{'case':24s} {'backend':8s} {'compile s':>9s} {'eager ms':>9s} {'compiled ms':>11s} {'ratio':>6s} "
+          f"{'compiles':>8s}")
     for name in args.cases:
         for backend in args.backends:
-            row = time_case(name, backend, args.compiler, graph, args.width, args.steps)
+            row = time_case(name, backend, args.compiler, graphs, args.width, args.steps)
             rows.append(row)
             print(f"{name:24s} {backend:8s} {row['compile_s']:9.2f} {row['eager_ms']:9.3f} {row['compiled_ms']:11.3f} "
-                  f"{row['eager_over_compiled']:6.2f}")
+                  f"{row['eager_over_compiled']:6.2f} {row['compiles']:8d}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(torch.device("cpu")), "versions": versions(),
                                          "torch_threads": torch.get_num_threads(), "compiler": args.compiler,
                                          "steps": args.steps, "loadavg_start": load_start,
                                          "loadavg_end": load_average(),
-                                         "graph": {"nodes": args.nodes, "edges": args.edges}, "width": args.width,
+                                         "graph": {"nodes": args.nodes, "edges": args.edges,
+                                                   "vary": list(scales) if args.vary else None},
+                                         "width": args.width,
                                          "rows": rows}, indent=1))
     return rows
 

@@ -24,3 +24,10 @@ def test_message_tracing_benchmark_separates_cached_and_retraced_messages():
     by_layer = {r["layer"].split()[0]: r for r in rows}
     assert not by_layer["GCNConv"]["traced_every_call"] and by_layer["custom"]["traced_every_call"]
     assert all(r["trace_us"] > 0 and r["propagate_us"] > 0 and r["forward_us"] > 0 for r in rows)
+
+
+def test_compile_benchmark_rotates_graphs_of_other_sizes_and_counts_compiles():
+    rows = compile_benchmark.main(["--nodes", "30", "--edges", "90", "--width", "4", "--steps", "4", "--cases",
+                                   "SAGEConv", "--backends", "auto", "--compiler", "aot_eager", "--vary"])
+    assert [(r["case"], r["compiles"]) for r in rows] == [("SAGEConv", 2)]
+    assert rows[0]["eager_ms"] > 0 and rows[0]["compiled_ms"] > 0

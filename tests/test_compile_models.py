@@ -5,8 +5,10 @@ after optimizer steps (tests/compile_check.py does the work; the cases are bench
 
 The default run compiles every case under ``auto`` with ``aot_eager`` (dynamo and AOTAutograd: the
 part that traces unigraph), a few cases on each backend by name and one model with inductor. The
-full matrix (every case, every backend, both compilers: about ten minutes) is marked slow:
-``pytest -m slow tests/test_compile_models.py``."""
+full matrix (every case, every backend, both compilers: about ten minutes) and every case trained
+on a new graph of another size each step (``--vary``: at most two compiles each) are marked slow:
+``pytest -m slow tests/test_compile_models.py``. (Graphs of any size in the default run:
+``tests/test_compile_dynamic_shapes.py``.)"""
 from __future__ import annotations
 
 import json
@@ -23,9 +25,10 @@ CHECKER = pathlib.Path(__file__).with_name("compile_check.py")
 NAMED_BACKENDS = ",".join(b for b in CPU_BACKENDS if b != "auto" and b in cpu_test_backends())
 
 
-def run_checker(backends: str, compiler: str, cases: list[str], timeout: int = 1500) -> None:
+def run_checker(backends: str, compiler: str, cases: list[str], timeout: int = 1500, vary: bool = False) -> None:
     """Run the checker in a fresh interpreter and fail with every case's problems."""
-    done = subprocess.run([sys.executable, str(CHECKER), backends, compiler, *cases], capture_output=True,
+    flags = ["--vary"] if vary else []
+    done = subprocess.run([sys.executable, str(CHECKER), backends, compiler, *flags, *cases], capture_output=True,
                           text=True, timeout=timeout, cwd=CHECKER.parents[1])
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     expected = len(cases) * len(backends.split(","))
@@ -54,6 +57,13 @@ def test_inductor_compiles_a_model():
 @pytest.mark.parametrize("backend", ["auto"] + [b for b in NAMED_BACKENDS.split(",") if b])
 def test_every_case_on_every_backend(backend, compiler):
     run_checker(backend, compiler, list(CASES), timeout=3600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_every_case_trains_on_a_new_graph_of_another_size_each_step(compiler):
+    """Mini-batch training: each step a new graph of another size; two compiles per case at most."""
+    run_checker("auto", compiler, list(CASES), timeout=3600, vary=True)
 
 
 @pytest.mark.parametrize("name, expected", [("GCNConv", "'u_mul_e', 'sum'"), ("GraphConv", "'u_mul_e', 'mean'"),

@@ -158,7 +158,7 @@ class Graph:
     unchecked indices to a kernel. Clone them before changing them, and build a new graph.
 
     Structure formats (in-CSR, out-CSR, degree statistics) are built on first use and cached;
-    call :meth:`prepare` to build them up front (needed before ``torch.compile``).
+    call :meth:`prepare` to build them up front (needed for a graph passed to a compiled model).
     Node and edge features can ride along in :attr:`ndata` / :attr:`edata` (``srcdata`` /
     ``dstdata`` for bipartite graphs).
     """
@@ -448,8 +448,9 @@ class Graph:
     def prepare(self, *, self_loops: bool = True) -> "Graph":
         """Build every cached format and the statistics now (eagerly), and return ``self``.
 
-        ``torch.compile`` traces a model without graph breaks only if the graph is prepared:
-        building formats needs data-dependent sizes that a trace cannot capture. With
+        A graph given to a ``torch.compile``'d model must be prepared: the compiled program reads
+        its formats as inputs (of any size: docs/ops.md). (A graph built inside the program, as
+        PyG's ``conv(x, edge_index)`` does, builds them there: :mod:`unigraph.traced_structure`.) With
         ``self_loops`` (the default) this also builds, prepared, the graph with one self-loop per
         node that GCNConv and the attention layers run on (:mod:`unigraph.self_loops`; one more
         copy of the structure: pass ``self_loops=False`` where no such layer runs).
