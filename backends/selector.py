@@ -210,7 +210,7 @@ def choose(graph, request: Request, explicit: str | None = None,
         gt = graph.tensors()
         # plain constants pass into _traced_choice well (not dataclasses, not backends); the width is
         # made a constant (operator.index: dynamo guards on it) where dynamic shapes made it symbolic
-        fields = dataclasses.astuple(dataclasses.replace(request, feature_width=operator.index(request.feature_width)))
+        fields = _fields(dataclasses.replace(request, feature_width=operator.index(request.feature_width)))
         return registry.all_backends()[_traced_choice(gt.in_ptr, gt.out_ptr, *fields, name, source)]
     return _decide(graph, request, name, source, trial, operands)
 
@@ -220,12 +220,18 @@ def _decide(graph, request: Request, name: str, source: str,
     # keys of plain constants, not the Request dataclass: a compiled program reads the graph's memo,
     # and dynamo guards on every key of a dict holding another kind of key (see Graph.memo)
     if name in AUTO_CHOICES:
-        return graph.memo(("unigraph.backends", name) + dataclasses.astuple(request),
+        return graph.memo(("unigraph.backends", name) + _fields(request),
                           lambda: _automatic(graph.stats(), request, name, trial, operands))
     if registry.family(name) is not None:
-        return graph.memo(("unigraph.backends", "family", name) + dataclasses.astuple(request),
+        return graph.memo(("unigraph.backends", "family", name) + _fields(request),
                           lambda: registry.get(_resolve_family(graph.stats(), request, name)[0]))
     return _named(request, name, source)
+
+
+def _fields(request: Request) -> tuple:
+    """The request's fields in order (``dataclasses.astuple`` deep-copies them: about 50 us a call)."""
+    return (request.kind, request.op, request.reduce, request.feature_width, request.dtype, request.device,
+            request.grad)
 
 
 def _automatic(stats, request: Request, name: str, trial: Callable[..., object] | None,

@@ -103,7 +103,7 @@ def test_auto_decision_is_cached_per_graph_and_call():
     g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
     run(g)
     keys = [k for k in g._cache if isinstance(k, tuple) and k[:2] == ("unigraph.backends", "auto")]
-    assert len(keys) == 1 and isinstance(keys[0][2], Request)
+    assert len(keys) == 1 and Request(*keys[0][2:]).kind == "gspmm"  # the request's fields, plain constants
     assert g._cache[keys[0]] is all_backends()[unigraph.explain(g, "copy_u", "sum", torch.ones(3, 2)).backend]
 
 
@@ -113,3 +113,13 @@ def test_info_lists_every_backend_with_what_it_runs_on():
     assert report.backends["scatter"].startswith("available:")
     assert "torch-scatter" in report.backends["scatter"] or "torch native" in report.backends["scatter"]
     assert "kernels:" in str(report) and "auto (from default)" in str(report)
+
+
+def test_decision_keys_hold_every_request_field():
+    """Decisions are kept on the graph under the request's fields as a plain tuple (a compiled
+    program reads that memo; see Graph.memo): a field missing from the key would share decisions."""
+    import dataclasses
+
+    from unigraph.backends import Request, selector
+    request = Request("gspmm", "u_mul_e", "max", 12, torch.float64, torch.device("cpu"), True)
+    assert selector._fields(request) == dataclasses.astuple(request)
