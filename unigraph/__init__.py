@@ -17,7 +17,8 @@ import os as _os
 # when unigraph is imported before torch (e.g. the `unigraph` command); an explicit setting wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from unigraph.graph import DegreeStats, Graph
+from unigraph.graph import DegreeStats
+from unigraph.user_graph import Graph
 from unigraph.hetero import HeteroGraph
 from unigraph import ops
 from unigraph.backends.selector import explain, info, set_backend, use_backend

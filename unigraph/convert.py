@@ -1,7 +1,9 @@
 """Conversions between :class:`unigraph.Graph` and PyG, scipy, networkx and DGL graphs.
 
 Every conversion keeps edge order, multi-edges, self-loops and isolated nodes, and carries node
-and edge features along where the other side has a place for them.
+and edge features along where the other side has a place for them. The ``from_*`` functions build
+an instance of ``cls`` (the core :class:`unigraph.graph.Graph` by default; ``unigraph.Graph.from_pyg``
+passes its own class), which keeps this module below the classes that offer them as methods.
 """
 from __future__ import annotations
 
@@ -75,13 +77,13 @@ def _pyg_edge_index(data: Any) -> torch.Tensor:
                     f"edge_index tensor; got {type(data).__name__} without edges")
 
 
-def from_pyg(data: Any, num_nodes: int | None = None) -> Graph:
+def from_pyg(data: Any, num_nodes: int | None = None, *, cls: type[Graph] = Graph) -> Graph:
     if isinstance(data, torch.Tensor):
-        return Graph(data, num_nodes=num_nodes)
+        return cls(data, num_nodes=num_nodes)
     data = _pyg_graph(data)
     edge_index = _pyg_edge_index(data)
     n = num_nodes if num_nodes is not None else data.num_nodes
-    graph = Graph(edge_index, num_nodes=n)
+    graph = cls(edge_index, num_nodes=n)
     for key in data.keys():
         value = data[key]
         if key == "edge_index" or not isinstance(value, torch.Tensor) or value.dim() == 0:
@@ -105,14 +107,14 @@ def to_pyg(graph: Graph) -> Any:
                          **dict(graph.ndata.items()), **dict(graph.edata.items()))
 
 
-def from_scipy(matrix: Any) -> Graph:
+def from_scipy(matrix: Any, *, cls: type[Graph] = Graph) -> Graph:
     if not hasattr(matrix, "tocoo"):
         raise TypeError(f"from_scipy expects a scipy sparse matrix or array, got {type(matrix).__name__}")
     coo = matrix.tocoo()
     edge_index = torch.from_numpy(np.stack([coo.row, coo.col]).astype(np.int64))
     rows, cols = coo.shape
-    graph = (Graph(edge_index, num_nodes=rows) if rows == cols
-             else Graph(edge_index, num_src_nodes=rows, num_dst_nodes=cols))
+    graph = (cls(edge_index, num_nodes=rows) if rows == cols
+             else cls(edge_index, num_src_nodes=rows, num_dst_nodes=cols))
     graph.edata["weight"] = torch.from_numpy(np.asarray(coo.data))
     return graph
 
@@ -142,7 +144,7 @@ def _common_attributes(items: list[dict]) -> list[str]:
                                          for a in items))
 
 
-def from_networkx(nx_graph: Any) -> Graph:
+def from_networkx(nx_graph: Any, *, cls: type[Graph] = Graph) -> Graph:
     if not hasattr(nx_graph, "nodes") or not hasattr(nx_graph, "edges"):
         raise TypeError(f"from_networkx expects a networkx graph, got {type(nx_graph).__name__}")
     nodes = list(nx_graph.nodes)
@@ -156,7 +158,7 @@ def from_networkx(nx_graph: Any) -> Graph:
         src += [b[0] for b in back]
         dst += [b[1] for b in back]
         edge_attrs += [b[2] for b in back]
-    graph = Graph(torch.tensor([src, dst], dtype=torch.int64).reshape(2, len(src)), num_nodes=len(nodes))
+    graph = cls(torch.tensor([src, dst], dtype=torch.int64).reshape(2, len(src)), num_nodes=len(nodes))
     node_attrs = [nx_graph.nodes[n] for n in nodes]
     for key in _common_attributes(node_attrs):
         graph.ndata[key] = torch.as_tensor(np.asarray([a[key] for a in node_attrs]))
@@ -185,7 +187,7 @@ def to_networkx(graph: Graph) -> Any:
     return out
 
 
-def from_dgl(dgl_graph: Any) -> Graph:
+def from_dgl(dgl_graph: Any, *, cls: type[Graph] = Graph) -> Graph:
     if not hasattr(dgl_graph, "edges") or not hasattr(dgl_graph, "num_src_nodes"):
         raise TypeError(f"from_dgl expects a DGLGraph, got {type(dgl_graph).__name__}")
     node_types = sorted(set(dgl_graph.srctypes) | set(dgl_graph.dsttypes))
@@ -197,13 +199,13 @@ def from_dgl(dgl_graph: Any) -> Graph:
     src, dst = dgl_graph.edges(order="eid")
     edge_index = torch.stack([src, dst]).to(torch.int64)
     if dgl_graph.is_block:
-        graph = Graph(edge_index, num_src_nodes=dgl_graph.num_src_nodes(), num_dst_nodes=dgl_graph.num_dst_nodes())
+        graph = cls(edge_index, num_src_nodes=dgl_graph.num_src_nodes(), num_dst_nodes=dgl_graph.num_dst_nodes())
         for key, value in dgl_graph.srcdata.items():
             graph.srcdata[key] = value
         for key, value in dgl_graph.dstdata.items():
             graph.dstdata[key] = value
     else:
-        graph = Graph(edge_index, num_nodes=dgl_graph.num_nodes())
+        graph = cls(edge_index, num_nodes=dgl_graph.num_nodes())
         for key, value in dgl_graph.ndata.items():
             graph.ndata[key] = value
     for key, value in dgl_graph.edata.items():

@@ -1,4 +1,12 @@
-"""The :class:`Graph`: a validated edge list with lazily cached formats and degree statistics."""
+"""The core :class:`Graph`: a validated edge list with lazily cached formats, degree statistics and
+feature stores.
+
+It imports nothing above it (the ops, message passing, the converters and the DGL face all import
+it). ``unigraph.Graph``, the class users construct, is a subclass one floor up
+(:mod:`unigraph.user_graph`) that adds DGL-style message passing and the conversions; DGL's graph
+API is in :mod:`unigraph.dgl`. Transforms here build graphs of ``type(self)``, so a subclass's
+graph stays one.
+"""
 from __future__ import annotations
 
 from typing import Any, Iterator, MutableMapping
@@ -8,6 +16,7 @@ from torch import Tensor
 
 from unigraph import graph_compat
 from unigraph.graph_compat import count
+from unigraph.self_loops import with_self_loops
 from unigraph.structure import DegreeStats, GraphTensors, build_csr, check_index_range, checked_copies, degree_stats
 from unigraph.structure import owned_index as _owned
 from unigraph.traced_structure import traced_checked_copies, traced_csr
@@ -458,7 +467,6 @@ class Graph:
         self.tensors()
         self.stats()
         if self_loops:
-            from unigraph.self_loops import with_self_loops  # a graph-level transform, imported when used
             with_self_loops(self).graph.prepare(self_loops=False)
         return self
 
@@ -498,7 +506,7 @@ class Graph:
 
     def _derived(self, src: Tensor, dst: Tensor, *, edata: dict[str, Tensor] | None = None,
                  num_src: int | None = None, num_dst: int | None = None, keep_ndata: bool = True) -> "Graph":
-        graph = Graph._trusted(src, dst, self.num_src_nodes if num_src is None else num_src,
+        graph = type(self)._trusted(src, dst, self.num_src_nodes if num_src is None else num_src,
                                self.num_dst_nodes if num_dst is None else num_dst, self.is_bipartite)
         if keep_ndata:
             for key, value in self.srcdata.items():
@@ -514,7 +522,7 @@ class Graph:
         """A copy on ``device`` with features and already-built formats moved along."""
         device = torch.device(device)
         src, dst = self._coo()
-        graph = Graph._trusted(src.to(device), dst.to(device), self.num_src_nodes, self.num_dst_nodes, self.is_bipartite)
+        graph = type(self)._trusted(src.to(device), dst.to(device), self.num_src_nodes, self.num_dst_nodes, self.is_bipartite)
         for store_name in ("srcdata", "edata") + (("dstdata",) if self.is_bipartite else ()):
             for key, value in getattr(self, store_name).items():
                 getattr(graph, store_name)[key] = value.to(device)
@@ -551,7 +559,7 @@ class Graph:
     def reverse(self) -> "Graph":
         """Flip every edge; edge ids and ``edata`` keep their order. Cached formats are reused."""
         src, dst = self._coo()
-        graph = Graph._trusted(dst, src, self.num_dst_nodes, self.num_src_nodes, self.is_bipartite)
+        graph = type(self)._trusted(dst, src, self.num_dst_nodes, self.num_src_nodes, self.is_bipartite)
         if self.is_bipartite:
             for key, value in self.srcdata.items():
                 graph.dstdata[key] = value
@@ -609,64 +617,3 @@ class Graph:
     def local_scope(self):
         """``with g.local_scope():`` - feature changes made inside are undone on exit (DGL)."""
         return graph_compat.local_scope(self)
-
-    # ------------------------------------------------------------------ DGL-style message passing
-    def update_all(self, message_fn: Any, reduce_fn: Any, update_fn: Any = None):
-        """Messages along every edge, reduced into ``dstdata`` (``ndata``), then ``update_fn``, as
-        DGL's ``update_all``; built-ins live in :mod:`unigraph.function`. Returns the
-        :class:`~unigraph.message_passing.MessagePlan` saying what ran."""
-        from unigraph.message_passing import dgl_style
-        return dgl_style.update_all(self, message_fn, reduce_fn, update_fn)
-
-    def apply_edges(self, fn: Any):
-        """Per-edge features from ``fn`` into ``edata``, as DGL's ``apply_edges``."""
-        from unigraph.message_passing import dgl_style
-        return dgl_style.apply_edges(self, fn)
-
-    # ------------------------------------------------------------------ conversions
-    @classmethod
-    def from_pyg(cls, data: Any, num_nodes: int | None = None) -> "Graph":
-        """From a PyG ``Data``/``Batch`` (features, labels, masks and edge attributes come along), the
-        first graph of a PyG dataset, or a bare ``edge_index``."""
-        from unigraph import convert
-        return convert.from_pyg(data, num_nodes)
-
-    def to_pyg(self) -> Any:
-        """A ``torch_geometric.data.Data`` with ``edge_index`` and every node/edge feature."""
-        from unigraph import convert
-        return convert.to_pyg(self)
-
-    @classmethod
-    def from_scipy(cls, matrix: Any) -> "Graph":
-        """From a scipy sparse matrix: entry ``(i, j)`` is the edge ``i -> j``; its value lands
-        in ``edata['weight']``. A non-square matrix gives a bipartite graph."""
-        from unigraph import convert
-        return convert.from_scipy(matrix)
-
-    def to_scipy(self, fmt: str = "coo", weight: str | None = None) -> Any:
-        """A scipy sparse matrix with entry ``(src, dst)``; values from ``edata[weight]`` or ones."""
-        from unigraph import convert
-        return convert.to_scipy(self, fmt, weight)
-
-    @classmethod
-    def from_networkx(cls, nx_graph: Any) -> "Graph":
-        """From a networkx graph; nodes are numbered in ``nx_graph.nodes`` order and an
-        undirected graph gets both directions of every edge."""
-        from unigraph import convert
-        return convert.from_networkx(nx_graph)
-
-    def to_networkx(self) -> Any:
-        """A ``networkx.MultiDiGraph`` (multi-edges and isolated nodes are kept)."""
-        from unigraph import convert
-        return convert.to_networkx(self)
-
-    @classmethod
-    def from_dgl(cls, dgl_graph: Any) -> "Graph":
-        """From a DGL graph or block (homogeneous). Node/edge features are copied along."""
-        from unigraph import convert
-        return convert.from_dgl(dgl_graph)
-
-    def to_dgl(self) -> Any:
-        """A ``dgl.DGLGraph`` (or a block for bipartite graphs). Needs DGL importable."""
-        from unigraph import convert
-        return convert.to_dgl(self)

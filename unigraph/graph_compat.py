@@ -9,17 +9,17 @@
   so checkpoints and datasets holding ``g.num_nodes`` load as before.
 * :func:`edges` - DGL's ``g.edges(form=..., order=...)``.
 * :func:`local_scope` - DGL's ``with g.local_scope():`` (feature changes inside are undone).
+
+The graph (:mod:`unigraph.graph`) imports this module, so nothing here imports the graph: the
+functions take it as their argument.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import torch
 from torch import Tensor
-
-if TYPE_CHECKING:
-    from unigraph.graph import Graph
 
 torch.serialization.add_safe_globals([int])  # a saved Count is `int(n)`; see the module docstring
 
@@ -52,7 +52,7 @@ def count(value: int) -> int:
     return value if torch.compiler.is_compiling() else Count(value)
 
 
-def edges(graph: "Graph", form: str = "uv", order: str = "eid") -> tuple[Tensor, ...] | Tensor:
+def edges(graph, form: str = "uv", order: str = "eid") -> tuple[Tensor, ...] | Tensor:
     """DGL's ``g.edges``: ``form="uv"`` gives ``(src, dst)``, ``"eid"`` the edge ids, ``"all"``
     ``(src, dst, eid)``; ``order="eid"`` lists edges by id, ``"srcdst"`` sorted by source, then
     destination (ties, i.e. multi-edges, by edge id)."""
@@ -74,7 +74,7 @@ def edges(graph: "Graph", form: str = "uv", order: str = "eid") -> tuple[Tensor,
 
 
 @contextlib.contextmanager
-def local_scope(graph: "Graph") -> Iterator["Graph"]:
+def local_scope(graph) -> Iterator:
     """Inside, features may be added, replaced or deleted freely; on exit ``ndata``/``srcdata``/
     ``dstdata``/``edata`` hold exactly the tensors they held on entry (as DGL's ``local_scope``).
     As in DGL, in-place changes to a tensor (``g.ndata["h"] += 1``) are not undone: the tensors are

@@ -16,7 +16,6 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
 from unigraph.structure import self_loop_parts
 from unigraph.traced_structure import traced_self_loop_parts
 
@@ -25,7 +24,7 @@ _CACHE_KEY = ("unigraph", "self_loops")
 
 @dataclasses.dataclass(frozen=True)
 class SelfLooped:
-    graph: Graph       # kept edges first (in their order), then the loops in node order
+    graph: object      # a Graph of the input's class: kept edges first (in their order), then the loops in node order
     kept: Tensor       # ids (in the original graph) of the kept, non-loop edges
     loop_slot: Tensor  # [E]: the node of each original edge that is a self-loop, else num_loops
     num_loops: int
@@ -44,12 +43,14 @@ class SelfLooped:
         return slots.index_put((self.loop_slot,), values)[: self.num_loops]
 
 
-def with_self_loops(g: Graph) -> SelfLooped:
-    """``g`` without its self-loops and with one loop per node (cached on ``g``)."""
+def with_self_loops(g) -> SelfLooped:
+    """``g`` (a :class:`unigraph.graph.Graph`) without its self-loops and with one loop per node
+    (cached on ``g``). This module sits below the graph (``Graph.prepare`` builds it), so it names
+    no graph class: it builds the result with the class of ``g``."""
     return g.memo(_CACHE_KEY, lambda: _build(g))
 
 
-def _build(g: Graph) -> SelfLooped:
+def _build(g) -> SelfLooped:
     compiling = torch.compiler.is_compiling()
     if compiling and not g._built_in_trace:  # a graph the compiled program is given: built once, eagerly
         raise RuntimeError("torch.compile needs the graph with self-loops built before tracing: call g.prepare() "
@@ -61,5 +62,5 @@ def _build(g: Graph) -> SelfLooped:
     kept, loop_slot = (traced_self_loop_parts if compiling else self_loop_parts)(src, dst, num_loops)
     loops = torch.arange(num_loops, device=g.device)
     new_src, new_dst = torch.cat([src[kept], loops]), torch.cat([dst[kept], loops])
-    graph = Graph._trusted(new_src, new_dst, g._num_src, g._num_dst, g.is_bipartite)  # valid by construction
+    graph = type(g)._trusted(new_src, new_dst, g._num_src, g._num_dst, g.is_bipartite)  # valid by construction
     return SelfLooped(graph, kept, loop_slot, num_loops)
