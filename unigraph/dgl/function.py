@@ -1,0 +1,1 @@
+from unigraph.function import *  # noqa: F403

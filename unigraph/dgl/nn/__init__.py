@@ -1,0 +1,1 @@
+from unigraph.nn import *  # noqa: F403

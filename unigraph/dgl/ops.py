@@ -1,0 +1,1 @@
+from unigraph.ops import edge_softmax, gsddmm, gspmm  # noqa: F401
