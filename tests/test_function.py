@@ -214,6 +214,20 @@ def test_apply_edges_user_function_runs_node_work_on_nodes():
     assert plan.mode == "fused" and plan.primitive_calls() == ["gsddmm dot u v"]
 
 
+@pytest.mark.parametrize("spelling", [{"keepdim": True}, {"keepdims": True}, {"keepdims": False}, {}])
+def test_traced_dot_keeps_the_dimension_however_it_is_spelled(spelling):
+    """``sum(-1, keepdims=True)`` (numpy's spelling, which torch accepts and DGL's test helpers
+    use) keeps the summed dimension on the traced path as it does eagerly."""
+    g = edge_case_graph()
+    x = torch.randn(7, 2, 3, dtype=torch.float64, requires_grad=True)
+    g.ndata["x"] = x
+    plan = g.apply_edges(lambda edges: {"s": (edges.src["x"] * edges.dst["x"]).sum(-1, **spelling)})
+    expected = (x[g.src] * x[g.dst]).sum(-1, **spelling)
+    assert g.edata["s"].shape == expected.shape
+    torch.testing.assert_close(g.edata["s"], expected)
+    assert plan.primitive_calls() == ["gsddmm dot u v"]
+
+
 def test_bad_functions_are_named():
     g = edge_case_graph()
     g.ndata["h"] = torch.randn(7, 2)
