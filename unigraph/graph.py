@@ -60,6 +60,12 @@ class FeatureStore(MutableMapping):
         shapes = {k: tuple(v.shape) for k, v in self._data.items()}
         return f"{self._what}({shapes})"
 
+    def copy(self) -> "FeatureStore":
+        """A new store for the same rows holding the same tensors (none is copied)."""
+        out = FeatureStore(self._num_rows, self._what, self._rows_are)
+        out._data = dict(self._data)
+        return out
+
 
 class GraphModifiedError(RuntimeError):
     """An index tensor of a :class:`Graph` (``g.src``, ``g.dst``, a cached CSR) was changed in

@@ -73,13 +73,19 @@ def edges(graph, form: str = "uv", order: str = "eid") -> tuple[Tensor, ...] | T
     return src, dst, eid
 
 
-@contextlib.contextmanager
 def local_scope(graph) -> Iterator:
     """Inside, features may be added, replaced or deleted freely; on exit ``ndata``/``srcdata``/
     ``dstdata``/``edata`` hold exactly the tensors they held on entry (as DGL's ``local_scope``).
     As in DGL, in-place changes to a tensor (``g.ndata["h"] += 1``) are not undone: the tensors are
     shared, not copied."""
-    stores = list({id(s): s for s in (graph.srcdata, graph.dstdata, graph.edata)}.values())
+    return restore_on_exit(graph, (graph.srcdata, graph.dstdata, graph.edata))
+
+
+@contextlib.contextmanager
+def restore_on_exit(graph, stores) -> Iterator:
+    """``local_scope`` over any feature stores (a heterograph has one per type): yields ``graph``
+    and on exit puts back the entries each store held on entry."""
+    stores = list({id(s): s for s in stores}.values())
     saved = [dict(store) for store in stores]
     try:
         yield graph

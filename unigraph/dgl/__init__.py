@@ -1,16 +1,50 @@
-"""DGL's namespace on unigraph (baseline: unigraph's existing API under DGL's names)."""
-import torch
+"""DGL's API on unigraph: ``import unigraph.dgl as dgl`` and a DGL script runs on unigraph's
+graphs, operators and kernels (no call reaches the real DGL).
 
-from unigraph.hetero import HeteroGraph
-from unigraph.user_graph import Graph as DGLGraph
-from unigraph.dgl import function, nn, ops
-from unigraph.dgl.base import ALL, EID, NID, DGLError
+This package is the top of unigraph's layering: it imports the core graph, the ops, message
+passing, samplers and layers, and nothing in unigraph imports it (tests/test_import_layers.py).
+
+* graphs: :func:`graph`, :func:`heterograph`, :func:`create_block`, :class:`DGLGraph` (one
+  relation; a :class:`unigraph.Graph`), :class:`DGLHeteroGraph` (several), conversions
+  (:func:`from_scipy`, :func:`from_networkx`, :func:`to_homogeneous`, ...), transforms
+  (:func:`add_self_loop`, :func:`to_block`, :func:`batch`, ...), ``NID``/``EID``/``ALL``;
+* :mod:`~unigraph.dgl.function`, :mod:`~unigraph.dgl.ops`, :mod:`~unigraph.dgl.nn`,
+  :mod:`~unigraph.dgl.dataloading`, :mod:`~unigraph.dgl.data`, :mod:`~unigraph.dgl.init`.
+
+What differs from DGL is listed in docs/porting_from_dgl.md.
+"""
+import random as _random
+
+import numpy as _np
+import torch as _torch
+
+from unigraph.dgl import base, function, init, ops
+from unigraph.dgl.base import ALL, EID, ETYPE, NID, NTYPE, DGLError, is_internal_column
+from unigraph.dgl.convert import (
+    bipartite_from_scipy, create_block, from_networkx, from_scipy, graph, heterograph, rand_bipartite, rand_graph,
+    to_heterogeneous, to_homogeneous)
+from unigraph.dgl.graph import DGLGraph
+from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.transforms import (
+    AddSelfLoop, add_self_loop, batch, edge_subgraph, in_subgraph, node_subgraph, out_subgraph, remove_self_loop,
+    reverse, to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half, to_simple, unbatch)
+
+DGLBlock = DGLGraph
+block_to_graph = None  # not offered: a block is a DGLGraph already (see docs/porting_from_dgl.md)
+del block_to_graph
 
 
-def graph(data, num_nodes=None, idtype=None, device=None):
-    src, dst = data
-    return DGLGraph(torch.stack([torch.as_tensor(src), torch.as_tensor(dst)]), num_nodes=num_nodes)
+def seed(val: int) -> None:
+    """Seed every generator the graph functions draw from (Python's, numpy's, torch's)."""
+    _random.seed(val)
+    _np.random.seed(val)
+    _torch.manual_seed(val)
 
 
-def heterograph(data_dict, num_nodes_dict=None, idtype=None, device=None):
-    return HeteroGraph(data_dict, num_nodes_dict)
+def __getattr__(name: str):
+    # the heavier sub-packages load on first use, as `import dgl` does not build every layer either
+    if name in ("nn", "dataloading", "data"):
+        import importlib
+        return importlib.import_module(f"unigraph.dgl.{name}")
+    raise AttributeError(f"module 'unigraph.dgl' has no attribute {name!r} (see docs/porting_from_dgl.md for what "
+                         "unigraph.dgl offers)")

@@ -1,0 +1,335 @@
+"""DGL's graph transforms on unigraph: ``dgl.add_self_loop``, ``remove_self_loop``,
+``to_bidirected``, ``reverse``, ``to_simple``, ``node_subgraph``, ``edge_subgraph``,
+``in_subgraph``, ``out_subgraph``, ``to_block``, ``batch``/``unbatch``, the ``AddSelfLoop``
+transform and the feature dtype casts. Each returns a new graph (features as DGL carries them);
+the ids a subgraph was taken from are in ``ndata[dgl.NID]`` / ``edata[dgl.EID]``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from unigraph.dgl.base import EID, NID, DGLError, is_all
+from unigraph.dgl.graph import DGLGraph
+from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.views import as_ids
+from unigraph.graph import unique_pairs
+
+
+def _homogeneous(g: Any, what: str) -> DGLGraph:
+    if isinstance(g, DGLHeteroGraph):
+        raise DGLError(f"{what} on a graph of several relations is not supported; apply it per relation (g[etype])")
+    if not isinstance(g, DGLGraph):
+        raise DGLError(f"{what} expects a graph from unigraph.dgl, got {type(g).__name__}")
+    return g
+
+
+def _new(g: DGLGraph, src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> DGLGraph:
+    """A graph of ``g``'s kind (types, idtype, initializers) on new, valid edges."""
+    return g._carry(DGLGraph._trusted(src, dst, num_src, num_dst, g.is_bipartite))
+
+
+def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_data: float = 1.0,
+                  etype: Any = None) -> DGLGraph:
+    """One more edge ``i -> i`` per node, after the existing edges (also where one exists); the
+    new edges' features are ``fill_data`` (DGL's ``add_self_loop``)."""
+    g = _homogeneous(g, "add_self_loop")
+    if g.is_bipartite:
+        raise DGLError("add_self_loop needs a homogeneous graph (source and destination types equal)")
+    src, dst = g._coo()
+    loops = torch.arange(g._num_src, device=g.device)
+    out = _new(g, torch.cat([src, loops]), torch.cat([dst, loops]), g._num_src, g._num_dst)
+    for key, value in g.ndata.items():
+        out.ndata[key] = value
+    names = set(g.edata) if edge_feat_names is None else set(edge_feat_names)
+    for key, value in g.edata.items():
+        if key in names:
+            out.edata[key] = torch.cat([value, value.new_full((g._num_src,) + tuple(value.shape[1:]), fill_data)])
+    return out
+
+
+def remove_self_loop(g: Any, etype: Any = None) -> DGLGraph:
+    """Every edge ``i -> i`` removed (its features with it)."""
+    g = _homogeneous(g, "remove_self_loop")
+    src, dst = g._coo()
+    keep = (src != dst).nonzero().flatten()
+    out = _new(g, src[keep], dst[keep], g._num_src, g._num_dst)
+    _copy_nodes(g, out)
+    for key, value in g.edata.items():
+        out.edata[key] = value[keep]
+    return out
+
+
+class AddSelfLoop:
+    """DGL's ``transforms.AddSelfLoop``: remove self-loops, then add one per node (with
+    ``allow_duplicate=True``, add without removing)."""
+
+    def __init__(self, allow_duplicate: bool = False, new_etypes: bool = False, edge_feat_names=None,
+                 fill_data: float = 1.0):
+        if new_etypes:
+            raise DGLError("AddSelfLoop(new_etypes=True) (heterographs) is not supported")
+        self.allow_duplicate, self.edge_feat_names, self.fill_data = allow_duplicate, edge_feat_names, fill_data
+
+    def __call__(self, g: Any) -> DGLGraph:
+        if not self.allow_duplicate:
+            g = remove_self_loop(g)
+        return add_self_loop(g, self.edge_feat_names, self.fill_data)
+
+
+def to_bidirected(g: Any, copy_ndata: bool = False, readonly: Any = None) -> DGLGraph:
+    """Every edge in both directions, without repeats: one edge per ordered pair, sorted by
+    (source, destination). Edge features are dropped, node features kept with ``copy_ndata``."""
+    g = _homogeneous(g, "to_bidirected")
+    src, dst = g._coo()
+    pair_src, pair_dst, _ = unique_pairs(torch.cat([src, dst]), torch.cat([dst, src]))
+    out = _new(g, pair_src, pair_dst, g._num_src, g._num_dst)
+    if copy_ndata:
+        _copy_nodes(g, out)
+    return out
+
+
+def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = False, copy_ndata: bool = True,
+              copy_edata: bool = False):
+    """One edge per ordered pair, sorted by (source, destination); ``edata[return_counts]`` holds
+    how many edges each replaced."""
+    g = _homogeneous(g, "to_simple")
+    src, dst = g._coo()
+    pair_src, pair_dst, inverse = unique_pairs(src, dst)
+    out = _new(g, pair_src, pair_dst, g._num_src, g._num_dst)
+    if copy_ndata:
+        _copy_nodes(g, out)
+    if return_counts:
+        out.edata[return_counts] = torch.bincount(inverse, minlength=pair_src.numel()).to(g.idtype)
+    if copy_edata:
+        first = torch.full((pair_src.numel(),), src.numel(), dtype=torch.int64, device=g.device)
+        first = first.scatter_reduce(0, inverse, torch.arange(src.numel(), device=g.device), "amin")
+        for key, value in g.edata.items():
+            out.edata[key] = value[first]
+    return (out, g._out_ids(inverse)) if writeback_mapping else out
+
+
+def reverse(g: Any, copy_ndata: bool = True, copy_edata: bool = False, **kwargs) -> DGLGraph:
+    """Every edge flipped (edge ids keep their order)."""
+    g = _homogeneous(g, "reverse")
+    src, dst = g._coo()
+    out = g._carry(DGLGraph._trusted(dst, src, g._num_dst, g._num_src, g.is_bipartite))
+    out._srctype, out._dsttype = g._dsttype, g._srctype
+    if copy_ndata:
+        for key, value in g.srcdata.items():
+            out.dstdata[key] = value
+        if g.is_bipartite:
+            for key, value in g.dstdata.items():
+                out.srcdata[key] = value
+    if copy_edata:
+        for key, value in g.edata.items():
+            out.edata[key] = value
+    return out
+
+
+def _copy_nodes(g: DGLGraph, out: DGLGraph) -> None:
+    for key, value in g.srcdata.items():
+        out.srcdata[key] = value
+    if g.is_bipartite:
+        for key, value in g.dstdata.items():
+            out.dstdata[key] = value
+
+
+# ---------------------------------------------------------------------- subgraphs
+def _node_ids(g: DGLGraph, nodes: Any, size: int) -> Tensor:
+    if isinstance(nodes, Tensor) and nodes.dtype == torch.bool:
+        if nodes.numel() != size:
+            raise DGLError(f"a node mask must have {size} entries, got {nodes.numel()}")
+        return nodes.nonzero().flatten().to(g.device)
+    return as_ids(nodes, size, "nodes", g.device)
+
+
+def _subgraph(g: DGLGraph, eids: Tensor, nodes: Tensor | None, store_ids: bool) -> DGLGraph:
+    """The edges ``eids`` of ``g``; with ``nodes``, renumbered so node ``nodes[i]`` becomes ``i``."""
+    src, dst = g._coo()
+    src, dst = src[eids], dst[eids]
+    if nodes is None:
+        out = _new(g, src, dst, g._num_src, g._num_dst)
+        _copy_nodes(g, out)
+    else:
+        new_id = torch.full((g._num_src,), -1, dtype=torch.int64, device=g.device)
+        new_id[nodes] = torch.arange(nodes.numel(), device=g.device)
+        out = _new(g, new_id[src], new_id[dst], nodes.numel(), nodes.numel())
+        for key, value in g.ndata.items():
+            out.ndata[key] = value[nodes]
+        if store_ids:
+            out.ndata[NID] = g._out_ids(nodes)
+    for key, value in g.edata.items():
+        out.edata[key] = value[eids]
+    if store_ids:
+        out.edata[EID] = g._out_ids(eids)
+    return out
+
+
+def node_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
+    """The subgraph induced by ``nodes`` (ids in the order given, or a bool mask): every edge
+    with both ends among them, in edge id order."""
+    g = _homogeneous(g, "node_subgraph")
+    if g.is_bipartite:
+        raise DGLError("node_subgraph needs a homogeneous graph")
+    nodes = _node_ids(g, nodes, g._num_src)
+    member = torch.zeros(g._num_src, dtype=torch.bool, device=g.device)
+    member[nodes] = True
+    src, dst = g._coo()
+    eids = (member[src] & member[dst]).nonzero().flatten()
+    return _subgraph(g, eids, nodes if relabel_nodes else None, store_ids)
+
+
+def edge_subgraph(g: Any, edges: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
+    """The edges ``edges`` (ids or a bool mask) with their end nodes (renumbered in id order)."""
+    g = _homogeneous(g, "edge_subgraph")
+    if g.is_bipartite:
+        raise DGLError("edge_subgraph needs a homogeneous graph")
+    if isinstance(edges, Tensor) and edges.dtype == torch.bool:
+        eids = edges.nonzero().flatten().to(g.device)
+    else:
+        eids = as_ids(edges, g._src.numel(), "edges", g.device)
+    src, dst = g._coo()
+    nodes = torch.unique(torch.cat([src[eids], dst[eids]])) if relabel_nodes else None
+    return _subgraph(g, eids, nodes, store_ids)
+
+
+def in_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
+    """Every in-edge of ``nodes`` (in edge id order), all nodes kept unless ``relabel_nodes``."""
+    g = _homogeneous(g, "in_subgraph")
+    eids = torch.sort(g._adjacent(g.in_csr(), _node_ids(g, nodes, g._num_dst))[1]).values
+    return _relabelled(g, eids, relabel_nodes, store_ids)
+
+
+def out_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
+    g = _homogeneous(g, "out_subgraph")
+    eids = torch.sort(g._adjacent(g.out_csr(), _node_ids(g, nodes, g._num_src))[1]).values
+    return _relabelled(g, eids, relabel_nodes, store_ids)
+
+
+def _relabelled(g: DGLGraph, eids: Tensor, relabel_nodes: bool, store_ids: bool) -> DGLGraph:
+    if not relabel_nodes:
+        return _subgraph(g, eids, None, store_ids)
+    if g.is_bipartite:
+        raise DGLError("relabel_nodes=True needs a homogeneous graph")
+    src, dst = g._coo()
+    return _subgraph(g, eids, torch.unique(torch.cat([src[eids], dst[eids]])), store_ids)
+
+
+def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src_nodes: Any = None) -> DGLGraph:
+    """A block for the in-edges of ``dst_nodes`` (default: every node with an in-edge, in id
+    order): its destinations are ``dst_nodes``; its sources the destinations (with
+    ``include_dst_in_src``) then the other sources in order of first appearance. ``srcdata`` /
+    ``dstdata`` / ``edata`` hold the original ids (``dgl.NID`` / ``dgl.EID``) and features."""
+    g = _homogeneous(g, "to_block")
+    if g.is_bipartite:
+        raise DGLError("to_block needs a homogeneous graph")
+    if src_nodes is not None:
+        raise DGLError("to_block(src_nodes=...) is not supported")
+    if dst_nodes is None:
+        dst = (g.in_degrees().to(torch.int64) > 0).nonzero().flatten()
+    else:
+        dst = _node_ids(g, dst_nodes, g._num_dst)
+    rows, eids = g._adjacent(g.in_csr(), dst)
+    src_of_edge = g._coo()[0][eids]
+    local = torch.full((g._num_src,), -1, dtype=torch.int64, device=g.device)
+    if include_dst_in_src:
+        local[dst] = torch.arange(dst.numel(), device=g.device)
+    fresh = src_of_edge[local[src_of_edge] < 0]
+    others = _first_appearance(fresh) if fresh.numel() else dst[:0]
+    local[others] = torch.arange(others.numel(), device=g.device) + (dst.numel() if include_dst_in_src else 0)
+    src = torch.cat([dst, others]) if include_dst_in_src else others
+    block = DGLGraph._trusted(local[src_of_edge], rows, src.numel(), dst.numel(), True)
+    block = g._carry(block)._with_types(g._srctype, g._etype, g._dsttype, block=True)
+    for key, value in g.ndata.items():
+        block.srcdata[key] = value[src]
+        block.dstdata[key] = value[dst]
+    block.srcdata[NID] = g._out_ids(src)
+    block.dstdata[NID] = g._out_ids(dst)
+    for key, value in g.edata.items():
+        block.edata[key] = value[eids]
+    block.edata[EID] = g._out_ids(eids)
+    return block
+
+
+def _first_appearance(ids: Tensor) -> Tensor:
+    """The distinct values of ``ids`` in order of first appearance."""
+    unique, inverse = torch.unique(ids, return_inverse=True)
+    first = torch.full((unique.numel(),), ids.numel(), dtype=torch.int64, device=ids.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(ids.numel(), device=ids.device), "amin")
+    return unique[torch.argsort(first)]
+
+
+# ---------------------------------------------------------------------- batches
+def batch(graphs: Sequence[Any], ndata: Any = "__ALL__", edata: Any = "__ALL__") -> DGLGraph:
+    """One graph holding ``graphs`` side by side (node ids offset), features concatenated (those
+    every graph has, or those named); ``batch_num_nodes()``/``batch_num_edges()`` remember the parts."""
+    graphs = [_homogeneous(g, "batch") for g in graphs]
+    if not graphs:
+        raise DGLError("batch needs at least one graph")
+    if any(g.is_bipartite for g in graphs):
+        raise DGLError("batch of bipartite graphs or blocks is not supported")
+    counts = [g._num_src for g in graphs]
+    offsets = torch.tensor([0] + counts[:-1], device=graphs[0].device).cumsum(0)
+    src = torch.cat([g._coo()[0] + int(o) for g, o in zip(graphs, offsets)])
+    dst = torch.cat([g._coo()[1] + int(o) for g, o in zip(graphs, offsets)])
+    out = graphs[0]._carry(DGLGraph._trusted(src, dst, sum(counts), sum(counts), False))
+    for store, stores, keys in (("ndata", [g.ndata for g in graphs], ndata), ("edata", [g.edata for g in graphs], edata)):
+        names = set.intersection(*(set(s) for s in stores)) if is_all(keys) else set(keys or ())
+        for key in sorted(names):
+            getattr(out, store)[key] = torch.cat([s[key] for s in stores])
+    out._batch_num_nodes = torch.cat([g.batch_num_nodes().to(torch.int64) for g in graphs])
+    out._batch_num_edges = torch.cat([g.batch_num_edges().to(torch.int64) for g in graphs])
+    return out
+
+
+def unbatch(g: Any, node_split: Any = None, edge_split: Any = None) -> list[DGLGraph]:
+    """The graphs of a :func:`batch` (or the parts ``node_split``/``edge_split`` name)."""
+    g = _homogeneous(g, "unbatch")
+    nodes = torch.as_tensor(node_split if node_split is not None else g.batch_num_nodes()).to(torch.int64).tolist()
+    edges = torch.as_tensor(edge_split if edge_split is not None else g.batch_num_edges()).to(torch.int64).tolist()
+    src, dst = g._coo()
+    parts, node_start, edge_start = [], 0, 0
+    for n, e in zip(nodes, edges):
+        part_src, part_dst = src[edge_start:edge_start + e] - node_start, dst[edge_start:edge_start + e] - node_start
+        if e and (int(part_src.min()) < 0 or int(part_dst.max()) >= n or int(part_src.max()) >= n
+                  or int(part_dst.min()) < 0):
+            raise DGLError("the node and edge splits do not cut the graph into separate parts")
+        part = g._carry(DGLGraph._trusted(part_src, part_dst, n, n, False))
+        for key, value in g.ndata.items():
+            part.ndata[key] = value[node_start:node_start + n]
+        for key, value in g.edata.items():
+            part.edata[key] = value[edge_start:edge_start + e]
+        parts.append(part)
+        node_start, edge_start = node_start + n, edge_start + e
+    return parts
+
+
+# ---------------------------------------------------------------------- feature dtypes
+def _cast(g: Any, dtype: torch.dtype):
+    out = g.local_var()
+    stores = [out.srcdata, out.edata] + ([out.dstdata] if getattr(out, "is_bipartite", False) else [])
+    if isinstance(out, DGLHeteroGraph):
+        stores = list(out._stores.values()) + [r.edata for r in out._relations.values()]
+    for store in stores:
+        for key, value in list(store.items()):
+            if value.is_floating_point():
+                store[key] = value.to(dtype)
+    return out
+
+
+def to_bfloat16(g: Any):
+    return _cast(g, torch.bfloat16)
+
+
+def to_half(g: Any):
+    return _cast(g, torch.float16)
+
+
+def to_float(g: Any):
+    return _cast(g, torch.float32)
+
+
+def to_double(g: Any):
+    return _cast(g, torch.float64)

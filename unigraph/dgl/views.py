@@ -1,0 +1,148 @@
+"""DGL's ways of naming nodes, edges and rows: ``g.nodes[ids].data``, ``g.edges[u, v].data``,
+``g.nodes['user'].data``, ``g.num_nodes('user')``, and the id arguments every method takes.
+
+The views hold no data: they ask the graph (a :class:`~unigraph.dgl.graph.DGLGraph` or a
+:class:`~unigraph.dgl.heterograph.DGLHeteroGraph`) through a few hooks, ``_node_store(ntype)``,
+``_edge_store(etype)``, ``_num_nodes_of(ntype)``, ``_num_edges_of(etype)``, ``_edge_ids_of(u, v,
+etype)`` and ``_write_rows(store, key, ids, value, kind)``, so both graph classes share them.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, MutableMapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from unigraph.dgl.base import DGLError, is_all
+
+
+class TypedCount(int):
+    """A count DGL code both reads (``g.num_nodes() + 1``) and calls with a type
+    (``g.num_nodes('user')``): the int is the total over all types, a call with a type asks the
+    graph for that type's count."""
+
+    def __new__(cls, total: int, of):
+        value = super().__new__(cls, total)
+        value._of = of
+        return value
+
+    def __call__(self, type_name: Any = None) -> int:
+        return int(self) if type_name is None else int(self._of(type_name))
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+
+def as_ids(value: Any, size: int, what: str, device: torch.device) -> Tensor:
+    """Node or edge ids as an int64 tensor on ``device``: an int, a list, a numpy array or a
+    tensor (any integer dtype), checked against ``size``. ``dgl.ALL`` gives every id."""
+    if is_all(value):
+        return torch.arange(size, device=device)
+    if isinstance(value, Tensor):
+        ids = value
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        ids = torch.tensor([int(value)])
+    else:
+        try:
+            ids = torch.as_tensor(np.asarray(value))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{what} must be ids (an int, a list or a tensor), got {type(value).__name__}: {err}") from None
+    if ids.numel() == 0:
+        return torch.zeros(0, dtype=torch.int64, device=device)
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise TypeError(f"{what} must hold integers, got {ids.dtype}")
+    ids = ids.reshape(-1).to(device=device, dtype=torch.int64)
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= size:
+        raise DGLError(f"{what} holds {low if low < 0 else high}, outside 0..{size - 1}")
+    return ids
+
+
+class RowData(MutableMapping):
+    """``g.nodes[ids].data`` / ``g.edges[ids].data``: the rows ``ids`` of a feature store. Reading
+    gathers the rows; writing replaces them out of place (autograd flows to both the old tensor and
+    the written rows), creating the feature with the graph's initializer when it is new."""
+
+    def __init__(self, graph, store, ids: Tensor, kind: str, num_rows: int):
+        self._graph, self._store, self._ids, self._kind, self._num_rows = graph, store, ids, kind, num_rows
+
+    def __getitem__(self, key: str) -> Tensor:
+        return self._store[key].index_select(0, self._ids.to(self._store[key].device))
+
+    def __setitem__(self, key: str, value: Tensor) -> None:
+        self._graph._write_rows(self._store, key, self._ids, value, self._kind, self._num_rows)
+
+    def __delitem__(self, key: str) -> None:
+        raise DGLError(f"cannot delete {key!r} from some rows; delete it from the whole store (g.ndata.pop)")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __repr__(self) -> str:
+        return f"RowData({len(self._ids)} rows of {sorted(self._store)})"
+
+
+class Space:
+    """What ``g.nodes[...]`` / ``g.edges[...]`` returns: ``.data`` (all rows: the store itself)."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+class NodeView:
+    """``g.nodes`` (``g.srcnodes``, ``g.dstnodes``): call it for the ids (``g.nodes()``,
+    ``g.nodes('user')``); index it for data (``g.nodes[ids].data``, ``g.nodes['user'].data``)."""
+
+    def __init__(self, graph, side: str = "node"):
+        self._graph, self._side = graph, side  # side: "node", "src" or "dst"
+
+    def __call__(self, ntype: Any = None) -> Tensor:
+        count = self._graph._num_nodes_of(ntype, self._side)
+        return self._graph._out_ids(torch.arange(count, device=self._graph.device))
+
+    def __getitem__(self, key: Any) -> Space:
+        graph = self._graph
+        if isinstance(key, str):
+            return Space(graph._node_store(key, self._side))
+        store = graph._node_store(None, self._side)
+        if is_all(key) or (isinstance(key, slice) and key == slice(None)):
+            return Space(store)
+        count = graph._num_nodes_of(None, self._side)
+        return Space(RowData(graph, store, as_ids(key, count, "node ids", graph.device), "node", count))
+
+    def __len__(self) -> int:
+        return self._graph._num_nodes_of(None, self._side)
+
+    def __iter__(self):
+        return iter(range(len(self)))
+
+
+class EdgeView:
+    """``g.edges``: call it for the endpoints (``g.edges(form='uv', order='eid', etype=None)``);
+    index it for data (``g.edges[eids].data``, ``g.edges[u, v].data``, ``g.edges['plays'].data``)."""
+
+    def __init__(self, graph):
+        self._graph = graph
+
+    def __call__(self, form: str = "uv", order: str = "eid", etype: Any = None):
+        return self._graph.all_edges(form=form, order=order, etype=etype)
+
+    def __getitem__(self, key: Any) -> Space:
+        graph = self._graph
+        if isinstance(key, str) or (isinstance(key, tuple) and len(key) == 3 and all(isinstance(k, str) for k in key)):
+            return Space(graph._edge_store(key))
+        store = graph._edge_store(None)
+        if is_all(key) or (isinstance(key, slice) and key == slice(None)):
+            return Space(store)
+        if isinstance(key, tuple) and len(key) == 2:
+            ids = graph._edge_ids_of(key[0], key[1], None)
+        else:
+            ids = as_ids(key, graph._num_edges_of(None), "edge ids", graph.device)
+        return Space(RowData(graph, store, ids, "edge", graph._num_edges_of(None)))
+
+    def __len__(self) -> int:
+        return self._graph._num_edges_of(None)
