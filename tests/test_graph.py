@@ -196,6 +196,23 @@ def test_dgl_roundtrip(dgl):
     assert back_block.is_bipartite and torch.equal(back_block.edge_index, block.edge_index)
 
 
+def test_from_dgl_reads_a_csc_only_graph_and_a_bipartite_relation(dgl):
+    csc_only = dgl.graph((torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2, 0, 1]))).formats("csc")
+    csc_only.ndata["h"] = torch.arange(3.0)
+    g = unigraph.Graph.from_dgl(csc_only)
+    assert g.edge_index.tolist() == [[0, 1, 2, 2], [1, 2, 0, 1]] and torch.equal(g.ndata["h"], torch.arange(3.0))
+    plays = dgl.heterograph({("user", "plays", "game"): (torch.tensor([0, 1, 2]), torch.tensor([1, 0, 1]))},
+                            {"user": 4, "game": 2})
+    plays.nodes["user"].data["x"] = torch.ones(4, 1)
+    plays.nodes["game"].data["y"] = torch.zeros(2, 1)
+    g = unigraph.Graph.from_dgl(plays)
+    assert g.is_bipartite and (g.num_src_nodes, g.num_dst_nodes) == (4, 2)
+    assert g.edge_index.tolist() == [[0, 1, 2], [1, 0, 1]] and list(g.srcdata) == ["x"] and list(g.dstdata) == ["y"]
+    two = dgl.heterograph({("a", "r", "b"): ([0], [0]), ("b", "s", "a"): ([0], [0])})
+    with pytest.raises(ValueError, match="one edge type"):
+        unigraph.Graph.from_dgl(two)
+
+
 def test_dgl_missing_gives_a_clear_error(monkeypatch):
     import sys
     from unigraph._optional import require_dgl

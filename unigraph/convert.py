@@ -188,17 +188,23 @@ def to_networkx(graph: Graph) -> Any:
 
 
 def from_dgl(dgl_graph: Any, *, cls: type[Graph] = Graph) -> Graph:
+    """One relation of DGL: a homogeneous graph, a block, or a bipartite graph between two node
+    types (``('user', 'plays', 'game')``, not a block), which becomes a bipartite Graph. A graph
+    restricted to CSR/CSC formats (``g.formats('csc')``) is read through a copy that allows COO."""
     if not hasattr(dgl_graph, "edges") or not hasattr(dgl_graph, "num_src_nodes"):
         raise TypeError(f"from_dgl expects a DGLGraph, got {type(dgl_graph).__name__}")
-    node_types = sorted(set(dgl_graph.srctypes) | set(dgl_graph.dsttypes))
-    if len(node_types) != 1 or len(dgl_graph.canonical_etypes) != 1:
+    if len(dgl_graph.canonical_etypes) != 1:
         # a Graph has one id space: merging typed ids into it would join unrelated nodes
-        raise ValueError(f"Graph.from_dgl converts a graph with one node type and one edge type; this one has node "
-                         f"types {node_types} and edge types {dgl_graph.canonical_etypes}. Convert it with "
-                         "unigraph.HeteroGraph.from_dgl, which keeps each type's own ids")
+        raise ValueError(f"Graph.from_dgl converts a graph with one edge type; this one has edge types "
+                         f"{dgl_graph.canonical_etypes}. Convert it with unigraph.HeteroGraph.from_dgl, which keeps "
+                         "each type's own ids")
+    formats = dgl_graph.formats()
+    if "coo" not in formats["created"] + formats["not created"]:  # COO not allowed: edges() would fail
+        dgl_graph = dgl_graph.formats(formats["created"] + formats["not created"] + ["coo"])
     src, dst = dgl_graph.edges(order="eid")
     edge_index = torch.stack([src, dst]).to(torch.int64)
-    if dgl_graph.is_block:
+    (src_type, _, dst_type), = dgl_graph.canonical_etypes
+    if dgl_graph.is_block or src_type != dst_type:
         graph = cls(edge_index, num_src_nodes=dgl_graph.num_src_nodes(), num_dst_nodes=dgl_graph.num_dst_nodes())
         for key, value in dgl_graph.srcdata.items():
             graph.srcdata[key] = value
