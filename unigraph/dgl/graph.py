@@ -602,7 +602,8 @@ class DGLGraph(Graph):
             self.edata[EID] = kept
 
     def remove_nodes(self, nids: Any, ntype: Any = None, store_ids: bool = False) -> None:
-        """Delete the nodes ``nids`` and their edges (the rest are renumbered in order)."""
+        """Delete the nodes ``nids`` and their edges; the other nodes keep their order, the
+        remaining edges are grouped by source (edge id order within), as DGL leaves them."""
         if self.is_bipartite:
             raise DGLError("remove_nodes on a bipartite graph or block is not supported; build a new graph")
         removed = as_ids(nids, self._num_nodes_of(ntype), "node ids", self.device)
@@ -611,6 +612,7 @@ class DGLGraph(Graph):
         new_id = torch.cumsum(keep_node, 0) - 1
         src, dst = self._coo()
         kept = (keep_node[src] & keep_node[dst]).nonzero().flatten()
+        kept = kept[torch.sort(new_id[src[kept]], stable=True).indices]  # DGL's order: by new source id
         nodes = keep_node.nonzero().flatten()
         count = nodes.numel()
         self._restructure(new_id[src[kept]], new_id[dst[kept]], count, count,

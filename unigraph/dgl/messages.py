@@ -12,7 +12,9 @@ its cached formats) or with the chosen edges only. The results are then placed a
 * the receivers (every destination for ``update_all``; the destinations of the chosen edges for
   ``send_and_recv`` and ``push``; the nodes asked for by ``pull``) get their rows; nobody else does;
 * a receiver without messages gets 0 from a built-in reducer and the node initializer's value
-  (``set_n_initializer``; zeros by default) for each output of a user-defined reducer;
+  (``set_n_initializer``; zeros by default) for each output of a user-defined reducer; one
+  exception, DGL's: a node ``pull`` asks for that has no in-edge gets ``-inf`` from ``max`` and
+  ``inf`` from ``min`` (``update_all`` gives it 0);
 * ``apply_node_func`` then runs on the receivers only.
 """
 from __future__ import annotations
@@ -63,11 +65,15 @@ def send_and_recv(g, eids: Tensor | None, receivers: Tensor | None, message_func
     if eids is None or eids.numel():
         dgl_style.update_all(scratch, message_func, reduce_func)
     results = _written(scratch.dstdata, before)
-    silent = _without_messages(g, eids, receivers) if not isinstance(reduce_func, ReduceFunction) else None
+    builtin = isinstance(reduce_func, ReduceFunction)
+    silent = None if receivers is None and builtin else _without_messages(g, eids, receivers)
     for key, value in results.items():
-        if silent is not None and silent.numel() and _has_initializer(g, key):
+        if silent is not None and silent.numel() and not builtin and _has_initializer(g, key):
             filler = g._initial("node", key, tuple(value.shape), value.dtype, value.device)
             value = value.index_put((silent,), filler.index_select(0, silent))
+        elif silent is not None and silent.numel() and builtin and reduce_func.reduce in ("max", "min"):
+            extreme = float("-inf") if reduce_func.reduce == "max" else float("inf")
+            value = value.index_put((silent,), value.new_full((), extreme))
         if receivers is None:
             g.dstdata[key] = value
         else:

@@ -169,7 +169,7 @@ def _subgraph(g: DGLGraph, eids: Tensor, nodes: Tensor | None, store_ids: bool) 
 
 def node_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
     """The subgraph induced by ``nodes`` (ids in the order given, or a bool mask): every edge
-    with both ends among them, in edge id order."""
+    with both ends among them, grouped by new source id, in edge id order within (DGL's order)."""
     g = _homogeneous(g, "node_subgraph")
     if g.is_bipartite:
         raise DGLError("node_subgraph needs a homogeneous graph")
@@ -178,11 +178,16 @@ def node_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = True, store_ids: 
     member[nodes] = True
     src, dst = g._coo()
     eids = (member[src] & member[dst]).nonzero().flatten()
+    if relabel_nodes:
+        new_id = torch.empty(g._num_src, dtype=torch.int64, device=g.device)
+        new_id[nodes] = torch.arange(nodes.numel(), device=g.device)
+        eids = eids[torch.sort(new_id[src[eids]], stable=True).indices]
     return _subgraph(g, eids, nodes if relabel_nodes else None, store_ids)
 
 
 def edge_subgraph(g: Any, edges: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """The edges ``edges`` (ids or a bool mask) with their end nodes (renumbered in id order)."""
+    """The edges ``edges`` (ids or a bool mask, kept in that order) with their end nodes, numbered
+    in order of first appearance among the sources, then the destinations (DGL's order)."""
     g = _homogeneous(g, "edge_subgraph")
     if g.is_bipartite:
         raise DGLError("edge_subgraph needs a homogeneous graph")
@@ -191,20 +196,23 @@ def edge_subgraph(g: Any, edges: Any, *, relabel_nodes: bool = True, store_ids: 
     else:
         eids = as_ids(edges, g._src.numel(), "edges", g.device)
     src, dst = g._coo()
-    nodes = torch.unique(torch.cat([src[eids], dst[eids]])) if relabel_nodes else None
+    nodes = _first_appearance(torch.cat([src[eids], dst[eids]])) if relabel_nodes and eids.numel() else (
+        eids[:0] if relabel_nodes else None)
     return _subgraph(g, eids, nodes, store_ids)
 
 
 def in_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """Every in-edge of ``nodes`` (in edge id order), all nodes kept unless ``relabel_nodes``."""
+    """Every in-edge of ``nodes`` (node by node in the order given, edge id order within: DGL's
+    order), all nodes kept unless ``relabel_nodes``."""
     g = _homogeneous(g, "in_subgraph")
-    eids = torch.sort(g._adjacent(g.in_csr(), _node_ids(g, nodes, g._num_dst))[1]).values
+    eids = g._adjacent(g.in_csr(), _node_ids(g, nodes, g._num_dst))[1]
     return _relabelled(g, eids, relabel_nodes, store_ids)
 
 
 def out_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
+    """Every out-edge of ``nodes`` (ordered as :func:`in_subgraph`'s)."""
     g = _homogeneous(g, "out_subgraph")
-    eids = torch.sort(g._adjacent(g.out_csr(), _node_ids(g, nodes, g._num_src))[1]).values
+    eids = g._adjacent(g.out_csr(), _node_ids(g, nodes, g._num_src))[1]
     return _relabelled(g, eids, relabel_nodes, store_ids)
 
 
@@ -219,8 +227,8 @@ def _relabelled(g: DGLGraph, eids: Tensor, relabel_nodes: bool, store_ids: bool)
 
 def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src_nodes: Any = None) -> DGLGraph:
     """A block for the in-edges of ``dst_nodes`` (default: every node with an in-edge, in id
-    order): its destinations are ``dst_nodes``; its sources the destinations (with
-    ``include_dst_in_src``) then the other sources in order of first appearance. ``srcdata`` /
+    order), in edge id order: its destinations are ``dst_nodes``; its sources the destinations
+    (with ``include_dst_in_src``) then the other sources in order of first appearance. ``srcdata`` /
     ``dstdata`` / ``edata`` hold the original ids (``dgl.NID`` / ``dgl.EID``) and features."""
     g = _homogeneous(g, "to_block")
     if g.is_bipartite:
@@ -231,7 +239,10 @@ def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src
         dst = (g.in_degrees().to(torch.int64) > 0).nonzero().flatten()
     else:
         dst = _node_ids(g, dst_nodes, g._num_dst)
-    rows, eids = g._adjacent(g.in_csr(), dst)
+    position = torch.full((g._num_dst,), -1, dtype=torch.int64, device=g.device)
+    position[dst] = torch.arange(dst.numel(), device=g.device)
+    eids = (position[g._coo()[1]] >= 0).nonzero().flatten()  # every in-edge of dst, in edge id order (DGL's)
+    rows = position[g._coo()[1][eids]]
     src_of_edge = g._coo()[0][eids]
     local = torch.full((g._num_src,), -1, dtype=torch.int64, device=g.device)
     if include_dst_in_src:
