@@ -105,7 +105,7 @@ def run_one(root: pathlib.Path, example: str, dataset: str, peer: str, seed: int
 
 def write(results: list[dict], out: pathlib.Path, meta: dict) -> None:
     lines = ["# DGL's examples on the real DGL and on `unigraph.dgl`", "",
-             f"`python -m benchmarks.peer_tests.dgl_examples` ({meta['date']}, {meta['runs']} seeds each, CPU). "
+             f"`python -m benchmarks.peer_tests.dgl_examples` ({meta['date']}, seeds 0..n-1 per row, CPU). "
              "The example files are DGL's, unmodified except the mini-batch GraphSAGE example's dataset "
              "(ogbn-products through `ogb` replaced by the generated stand-in of "
              f"`benchmarks/peer_tests/products_like.py` at scale {meta['products_scale']}).", "",
@@ -145,9 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="seeds per example and library")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(PROJECT / "benchmarks" / "results" / "dgl_examples"))
+    parser.add_argument("--keep", action="store_true", help="add to the runs already in --out.json")
     args = parser.parse_args(argv)
     root = extract(args.dgl_repo, args.tag, pathlib.Path(args.work))
-    results = []
+    out = pathlib.Path(args.out)
+    results = json.loads(out.with_suffix(".json").read_text())["runs"] if args.keep and out.with_suffix(
+        ".json").exists() else []
+    meta = {"date": time.strftime("%Y-%m-%d"), "runs": args.runs, "tag": args.tag,
+            "products_scale": os.environ.get("UNIGRAPH_PRODUCTS_SCALE", "0.02")}
     for example in args.examples:
         datasets = EXAMPLES[example][2] if example == "sage_minibatch" or not args.datasets else args.datasets
         for dataset in datasets:
@@ -157,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(result)
                     print(f"{example} {dataset} {peer} seed {seed}: accuracy {result['accuracy']} "
                           f"({result['seconds']:.0f} s){' ' + result['error'] if result['error'] else ''}", flush=True)
-    meta = {"date": time.strftime("%Y-%m-%d"), "runs": args.runs, "tag": args.tag,
-            "products_scale": os.environ.get("UNIGRAPH_PRODUCTS_SCALE", "0.02")}
-    write(results, pathlib.Path(args.out), meta)
+                    write(results, out, meta)  # after every run: a long session keeps what it measured
     print(f"wrote {args.out}.md and .json")
     return 0
 

@@ -23,6 +23,7 @@ from unigraph.dgl.graph import DGLGraph, check_idtype
 from unigraph.dgl.views import EdgeView, NodeView, as_ids
 from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import FeatureStore
+from unigraph.graph import Graph as CoreGraph
 
 CanonicalEtype = tuple[str, str, str]
 CROSS_REDUCERS = ("sum", "mean", "max", "min", "stack")
@@ -364,21 +365,32 @@ class DGLHeteroGraph:
                          apply_node_func: Callable | None = None) -> None:
         """``update_all`` on several relations (``{etype: (message_func, reduce_func[, apply_func])}``),
         the results for each destination type combined by ``cross_reducer`` (sum, mean, max, min,
-        stack), then ``apply_node_func`` on every destination type that received."""
+        stack), then ``apply_node_func`` on every destination type that received. With ``max`` /
+        ``min`` a relation that sends a node nothing takes no part in its extreme (DGL's rule)."""
         if cross_reducer not in CROSS_REDUCERS:
             raise DGLError(f"cross_reducer must be one of {CROSS_REDUCERS}, got {cross_reducer!r}")
         outputs: dict[str, dict[str, list[Tensor]]] = {}
         for etype, funcs in etype_dict.items():
             cet = self.to_canonical_etype(etype)
-            scratch = self._relations[cet]._shallow()
+            relation = self._relations[cet]
+            scratch = relation._shallow()
             before = dict(scratch.dstdata.items())
             messages.send_and_recv(scratch, None, None, funcs[0], funcs[1], funcs[2] if len(funcs) > 2 else None)
+            silent = CoreGraph.in_degrees(relation) == 0
             for key, value in scratch.dstdata.items():
                 if before.get(key) is not value:
+                    if cross_reducer in ("max", "min") and bool(silent.any()):
+                        # a node this relation sends nothing leaves the extreme to the other relations
+                        extreme = float("-inf") if cross_reducer == "max" else float("inf")
+                        value = value.masked_fill(silent.view(-1, *([1] * (value.dim() - 1))), extreme)
                     outputs.setdefault(cet[2], {}).setdefault(key, []).append(value)
         for ntype, fields in outputs.items():
             for key, values in fields.items():
-                self._stores[ntype][key] = _cross_reduce(values, cross_reducer)
+                combined = _cross_reduce(values, cross_reducer)
+                if cross_reducer in ("max", "min"):  # no relation sent anything: 0, as update_all gives
+                    combined = combined.masked_fill(torch.isinf(combined) & torch.isinf(torch.stack(values)).all(0),
+                                                    0.0)
+                self._stores[ntype][key] = combined
             if apply_node_func is not None:
                 messages.apply_nodes(self._any_relation(), self._stores[ntype], self._num_nodes[ntype], None,
                                      apply_node_func)

@@ -1,0 +1,84 @@
+"""unigraph.dgl.nn's layers against the real DGL's: the same parameter names (a DGL state_dict
+loads), the same outputs and gradients in float64 (eval mode), on a graph with self-loops, on a
+block, with edge weights; and DGL's default initialization."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import unigraph.dgl as udgl
+import unigraph.dgl.nn as unn
+
+SRC = torch.tensor([0, 0, 1, 2, 2, 3, 4, 1, 4, 5])
+DST = torch.tensor([1, 2, 2, 0, 3, 1, 0, 5, 5, 4])
+
+
+def graphs(dgl):
+    ours = udgl.add_self_loop(udgl.graph((SRC, DST), num_nodes=6))
+    theirs = dgl.add_self_loop(dgl.graph((SRC, DST), num_nodes=6))
+    seeds = torch.tensor([2, 5])
+    return ((ours, theirs),
+            (udgl.to_block(ours.in_subgraph(seeds), seeds), dgl.to_block(theirs.in_subgraph(seeds), seeds)))
+
+
+def compare(dgl, make, feat_size=5, edge_weight=False, **forward):
+    torch.manual_seed(0)
+    for ours_graph, their_graph in graphs(dgl):
+        theirs = make(dgl.nn).double().eval()
+        ours = make(unn).double().eval()
+        assert set(ours.state_dict()) == set(theirs.state_dict())
+        ours.load_state_dict(theirs.state_dict())
+        x = torch.randn(ours_graph.num_src_nodes(), feat_size, dtype=torch.float64, requires_grad=True)
+        extra = {"edge_weight": torch.rand(ours_graph.num_edges(), dtype=torch.float64)} if edge_weight else {}
+        out_ours = ours(ours_graph, x, **extra, **forward)
+        out_theirs = theirs(their_graph, x, **extra, **forward)
+        if isinstance(out_theirs, tuple):
+            torch.testing.assert_close(out_ours[1], out_theirs[1])
+            out_ours, out_theirs = out_ours[0], out_theirs[0]
+        torch.testing.assert_close(out_ours, out_theirs)
+        mine = torch.autograd.grad(out_ours.square().sum(), [x] + list(ours.parameters()))
+        reference = torch.autograd.grad(out_theirs.square().sum(), [x] + list(theirs.parameters()))
+        for a, b in zip(mine, reference):
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("norm, out_feats, edge_weight", [("both", 3, False), ("right", 7, True), ("left", 3, True),
+                                                        ("none", 7, False)])
+def test_graph_conv(dgl, norm, out_feats, edge_weight):  # out 3 < in 5: W before the aggregation; 7: after
+    compare(dgl, lambda nn: nn.GraphConv(5, out_feats, norm=norm, activation=torch.tanh), edge_weight=edge_weight)
+
+
+@pytest.mark.parametrize("residual, out_feats, get_attention", [(False, 3, False), (True, 5, True), (True, 3, False)])
+def test_gat_conv(dgl, residual, out_feats, get_attention):
+    compare(dgl, lambda nn: nn.GATConv(5, out_feats, num_heads=2, residual=residual, activation=torch.relu),
+            get_attention=get_attention)
+
+
+@pytest.mark.parametrize("aggregator, out_feats", [("mean", 3), ("mean", 8), ("gcn", 3), ("gcn", 8), ("pool", 3),
+                                                   ("lstm", 3)])
+def test_sage_conv(dgl, aggregator, out_feats):
+    compare(dgl, lambda nn: nn.SAGEConv(5, out_feats, aggregator, activation=torch.relu),
+            edge_weight=aggregator != "lstm")
+
+
+@pytest.mark.parametrize("aggregator", ["sum", "max"])
+def test_gin_conv(dgl, aggregator):
+    compare(dgl, lambda nn: nn.GINConv(torch.nn.Linear(5, 4), aggregator, init_eps=0.3, learn_eps=True))
+
+
+def test_dgl_initialization_and_zero_in_degree_check():
+    torch.manual_seed(0)
+    conv = unn.GraphConv(400, 300)
+    assert abs(conv.weight.std().item() - math.sqrt(2 / 700)) < 0.002 and not conv.bias.any()  # Glorot uniform
+    gat = unn.GATConv(400, 30, num_heads=10)
+    gain = math.sqrt(2)
+    assert abs(gat.fc.weight.std().item() - gain * math.sqrt(2 / 700)) < 0.003  # Glorot normal, ReLU gain
+    sage = unn.SAGEConv(400, 300, "mean")
+    assert abs(sage.fc_neigh.weight.std().item() - gain * math.sqrt(2 / 700)) < 0.003
+    g = udgl.graph(([0, 1], [1, 1]), num_nodes=3)
+    with pytest.raises(udgl.DGLError, match="0-in-degree"):
+        conv(g, torch.randn(3, 400))
+    out = unn.GATConv(4, 2, 3, allow_zero_in_degree=True)(g, torch.randn(3, 4))
+    assert out.shape == (3, 3, 2)
