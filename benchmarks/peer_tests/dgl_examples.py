@@ -16,7 +16,7 @@ and run unmodified, with two exceptions, both printed in the report:
   :mod:`benchmarks.peer_tests.products_like` (same degree, features, classes and split, fewer
   nodes: ``UNIGRAPH_PRODUCTS_SCALE``), built through the ``dgl`` in use.
 
-unigraph's runs put ``benchmarks/peer_tests/dgl_shim`` first on ``PYTHONPATH`` (see its
+unigraph's runs put the shim package of :mod:`benchmarks.peer_tests.dgl_shim` first on ``PYTHONPATH`` (see its
 docstring); DGL's runs import the real DGL with the graphbolt stub of ``benchmarks/peers.py``.
 Accuracies vary with the seed in both libraries: compare means over ``--runs``.
 """
@@ -34,8 +34,9 @@ import tarfile
 import tempfile
 import time
 
+from benchmarks.peer_tests import dgl_shim
+
 PROJECT = pathlib.Path(__file__).resolve().parents[2]
-SHIM = pathlib.Path(__file__).resolve().parent / "dgl_shim"
 OGB_IMPORT = "from ogb.nodeproppred import DglNodePropPredDataset\n"
 OGB_DATASET = 'AsNodePredDataset(DglNodePropPredDataset("ogbn-products"))'
 STAND_IN = "__import__('benchmarks.peer_tests.products_like', fromlist=['x']).dataset(dgl)"
@@ -87,7 +88,8 @@ def run_one(root: pathlib.Path, example: str, dataset: str, peer: str, seed: int
     if example == "sage_minibatch":
         path = path.with_name("node_classification_standin.py")
     env = dict(os.environ, DGLBACKEND="pytorch", DGL_DOWNLOAD_DIR=planetoid,
-               PYTHONPATH=os.pathsep.join(([str(SHIM)] if peer == "unigraph" else []) + [str(PROJECT)]))
+               PYTHONPATH=os.pathsep.join(([str(dgl_shim.write(root.parent.parent / "shim"))] if peer == "unigraph"
+                                           else []) + [str(PROJECT)]))
     code = RUNNER.format(real=peer == "dgl", seed=seed, argv=[str(path)] + arguments(dataset), path=str(path))
     started = time.perf_counter()
     try:

@@ -8,8 +8,8 @@ What it does, in order:
 1. extracts ``tests/`` of DGL at ``--tag`` (v2.1.0) from the git snapshot ``--dgl-repo`` into
    ``--work`` (a folder outside this repository: DGL's code is run, never copied in);
 2. runs each test file with pytest in its own process, from that folder, with
-   ``PYTHONPATH=benchmarks/peer_tests/dgl_shim:<work>/tests`` and ``DGLBACKEND=pytorch``: the shim
-   package ``dgl`` hands every ``dgl.X`` to ``unigraph.dgl.X`` (see its docstring; DGL's tensor
+   ``PYTHONPATH=<work>/shim:<work>/tests`` and ``DGLBACKEND=pytorch``: the shim
+   package ``dgl`` (:mod:`benchmarks.peer_tests.dgl_shim`) hands every ``dgl.X`` to ``unigraph.dgl.X`` (see its docstring; DGL's tensor
    helpers ``dgl.backend`` stay DGL's, as its test helpers ``tests/backend`` and ``tests/utils``);
 3. reads pytest's JUnit XML, sorts every failure into a category (the first line of its error
    with numbers and names of parametrized cases folded), lists the tests of DGL internals apart
@@ -35,8 +35,9 @@ import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 
+from benchmarks.peer_tests import dgl_shim
+
 PROJECT = pathlib.Path(__file__).resolve().parents[2]
-SHIM = pathlib.Path(__file__).resolve().parent / "dgl_shim"
 DEFAULT_REPO = "/work/.mirror/dmlc+dgl/repo"
 DEFAULT_FILES = (
     "tests/python/common/function/test_basics.py",
@@ -85,7 +86,7 @@ def run_file(root: pathlib.Path, test_file: str, keyword: str | None, timeout: i
     report.parent.mkdir(exist_ok=True)
     report.unlink(missing_ok=True)
     env = dict(os.environ, DGLBACKEND="pytorch", DGLTESTDEV="cpu",
-               PYTHONPATH=os.pathsep.join([str(SHIM), str(root / "tests"), str(PROJECT)]))
+               PYTHONPATH=os.pathsep.join([str(dgl_shim.write(root / "shim")), str(root / "tests"), str(PROJECT)]))
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "addopts=",
                f"--junitxml={report}", test_file] + (["-k", keyword] if keyword else [])
     started = time.perf_counter()
@@ -158,7 +159,7 @@ def write_table(results: list[dict], baseline: dict | None, out: pathlib.Path, m
     lines = ["# DGL 2.1's own tests with `dgl` resolved to `unigraph.dgl`", "",
              f"Made by `python -m benchmarks.peer_tests.dgl_swap` ({meta['date']}, torch {meta['torch']}, "
              f"Python {meta['python']}). DGL's test files run verbatim from `{meta['tag']}`; only the import "
-             "resolves to unigraph (`benchmarks/peer_tests/dgl_shim`). DGL's tensor helpers (`dgl.backend`, "
+             "resolves to unigraph (`benchmarks/peer_tests/dgl_shim.py`). DGL's tensor helpers (`dgl.backend`, "
              "its `tests/backend`, `tests/utils`) stay DGL's.", "",
              "| file | passed | failed | skipped | DGL internals | " + ("before (passed / total) | " if baseline else "")
              + "seconds |",

@@ -25,7 +25,7 @@ from unigraph import graph_compat
 from unigraph.dgl import messages
 from unigraph.dgl.base import DEFAULT_ETYPE, DEFAULT_NTYPE, EID, NID, DGLError, is_all
 from unigraph.dgl.init import zero_initializer
-from unigraph.dgl.views import EdgeView, NodeView, RowData, Space, TypedCount, as_ids
+from unigraph.dgl.views import EdgeView, NodeView, TypedCount, TypedData, as_ids, first_appearance
 from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
@@ -289,7 +289,6 @@ class DGLGraph(Graph):
             return self.srcdata
         if self._block:
             raise DGLError("a block keeps node features in srcdata and dstdata, not ndata")
-        from unigraph.dgl.heterograph import TypedData
         return TypedData({self._srctype: self.srcdata, self._dsttype: self.dstdata}, "ndata")
 
     @property
@@ -514,23 +513,86 @@ class DGLGraph(Graph):
         self.tensors()
 
     # ------------------------------------------------------------------ subgraphs
+    def _node_ids(self, nodes: Any, size: int) -> Tensor:
+        if isinstance(nodes, Tensor) and nodes.dtype == torch.bool:
+            if nodes.numel() != size:
+                raise DGLError(f"a node mask must have {size} entries, got {nodes.numel()}")
+            return nodes.nonzero().flatten().to(self.device)
+        return as_ids(nodes, size, "nodes", self.device)
+
+    def _subgraph(self, eids: Tensor, nodes: Tensor | None, store_ids: bool) -> "DGLGraph":
+        """The edges ``eids``; with ``nodes``, renumbered so node ``nodes[i]`` becomes ``i``."""
+        src, dst = self._coo()
+        src, dst = src[eids], dst[eids]
+        if nodes is None:
+            out = self._carry(DGLGraph._trusted(src, dst, self._num_src, self._num_dst, self.is_bipartite))
+            for key, value in self.srcdata.items():
+                out.srcdata[key] = value
+            if self.is_bipartite:
+                for key, value in self.dstdata.items():
+                    out.dstdata[key] = value
+        else:
+            new_id = torch.full((self._num_src,), -1, dtype=torch.int64, device=self.device)
+            new_id[nodes] = torch.arange(nodes.numel(), device=self.device)
+            out = self._carry(DGLGraph._trusted(new_id[src], new_id[dst], nodes.numel(), nodes.numel(), False))
+            for key, value in self.ndata.items():
+                out.ndata[key] = value[nodes]
+            if store_ids:
+                out.ndata[NID] = self._out_ids(nodes)
+        for key, value in self.edata.items():
+            out.edata[key] = value[eids]
+        if store_ids:
+            out.edata[EID] = self._out_ids(eids)
+        return out
+
+    def _homogeneous_only(self, what: str) -> None:
+        if self.is_bipartite:
+            raise DGLError(f"{what} needs a homogeneous graph")
+
     def subgraph(self, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> "DGLGraph":
-        """The subgraph induced by ``nodes`` (DGL's ``node_subgraph``), numbered in the order given;
-        ``ndata[dgl.NID]`` / ``edata[dgl.EID]`` hold the original ids."""
-        from unigraph.dgl.transforms import node_subgraph
-        return node_subgraph(self, nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
+        """The subgraph induced by ``nodes`` (ids in the order given, or a bool mask; DGL's
+        ``node_subgraph``): every edge with both ends among them, grouped by new source id, in edge
+        id order within (DGL's order). ``ndata[dgl.NID]`` / ``edata[dgl.EID]`` hold the original ids."""
+        self._homogeneous_only("subgraph")
+        nodes = self._node_ids(nodes, self._num_src)
+        member = torch.zeros(self._num_src, dtype=torch.bool, device=self.device)
+        member[nodes] = True
+        src, dst = self._coo()
+        eids = (member[src] & member[dst]).nonzero().flatten()
+        if relabel_nodes:
+            new_id = torch.empty(self._num_src, dtype=torch.int64, device=self.device)
+            new_id[nodes] = torch.arange(nodes.numel(), device=self.device)
+            eids = eids[torch.sort(new_id[src[eids]], stable=True).indices]
+        return self._subgraph(eids, nodes if relabel_nodes else None, store_ids)
 
     def edge_subgraph(self, edges: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> "DGLGraph":
-        from unigraph.dgl.transforms import edge_subgraph
-        return edge_subgraph(self, edges, relabel_nodes=relabel_nodes, store_ids=store_ids)
+        """The edges ``edges`` (ids or a bool mask, kept in that order) with their end nodes,
+        numbered in order of first appearance among the sources, then the destinations (DGL's)."""
+        self._homogeneous_only("edge_subgraph")
+        if isinstance(edges, Tensor) and edges.dtype == torch.bool:
+            eids = edges.nonzero().flatten().to(self.device)
+        else:
+            eids = as_ids(edges, self._src.numel(), "edges", self.device)
+        return self._relabelled(eids, relabel_nodes, store_ids)
 
-    def in_subgraph(self, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True) -> "DGLGraph":
-        from unigraph.dgl.transforms import in_subgraph
-        return in_subgraph(self, nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
+    def in_subgraph(self, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> "DGLGraph":
+        """Every in-edge of ``nodes`` (node by node in the order given, edge id order within: DGL's
+        order); all nodes kept unless ``relabel_nodes``."""
+        eids = self._adjacent(self.in_csr(), self._node_ids(nodes, self._num_dst))[1]
+        return self._relabelled(eids, relabel_nodes, store_ids)
 
-    def out_subgraph(self, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True) -> "DGLGraph":
-        from unigraph.dgl.transforms import out_subgraph
-        return out_subgraph(self, nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
+    def out_subgraph(self, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> "DGLGraph":
+        """Every out-edge of ``nodes`` (ordered as :meth:`in_subgraph`'s)."""
+        eids = self._adjacent(self.out_csr(), self._node_ids(nodes, self._num_src))[1]
+        return self._relabelled(eids, relabel_nodes, store_ids)
+
+    def _relabelled(self, eids: Tensor, relabel_nodes: bool, store_ids: bool) -> "DGLGraph":
+        if not relabel_nodes:
+            return self._subgraph(eids, None, store_ids)
+        self._homogeneous_only("relabel_nodes=True")
+        src, dst = self._coo()
+        nodes = first_appearance(torch.cat([src[eids], dst[eids]])) if eids.numel() else eids[:0]
+        return self._subgraph(eids, nodes, store_ids)
 
     # ------------------------------------------------------------------ mutations (in place, as DGL)
     def add_nodes(self, num: int, data: Mapping[str, Tensor] | None = None, ntype: Any = None) -> None:

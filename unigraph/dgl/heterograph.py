@@ -12,7 +12,7 @@ this class always has several relations or node types.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -20,52 +20,13 @@ from torch import Tensor
 from unigraph.dgl import messages
 from unigraph.dgl.base import DGLError, is_all
 from unigraph.dgl.graph import DGLGraph, check_idtype
-from unigraph.dgl.views import EdgeView, NodeView, as_ids
+from unigraph.dgl.views import EdgeView, NodeView, TypedData, as_ids
 from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
 
 CanonicalEtype = tuple[str, str, str]
 CROSS_REDUCERS = ("sum", "mean", "max", "min", "stack")
-
-
-class TypedData(MutableMapping):
-    """``g.ndata`` / ``g.edata`` of a graph with several types, DGL's dict form: ``data[key]`` is
-    ``{type: tensor}`` over the types that hold ``key``; ``data[key] = {type: tensor}`` writes each
-    type (a bare tensor is refused: it names no type)."""
-
-    def __init__(self, stores: Mapping[Any, FeatureStore], what: str):
-        self._stores, self._what = dict(stores), what
-
-    def __getitem__(self, key: str) -> dict[Any, Tensor]:
-        found = {t: store[key] for t, store in self._stores.items() if key in store}
-        if not found:
-            raise KeyError(f"{self._what} has no {key!r} for any type")
-        return found
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if not isinstance(value, Mapping):
-            raise DGLError(f"this graph has several types: set {self._what}[{key!r}] to a dict {{type: tensor}}")
-        for type_name, tensor in value.items():
-            if type_name not in self._stores:
-                raise DGLError(f"{self._what}: no type {type_name!r}; valid: {list(self._stores)}")
-            self._stores[type_name][key] = tensor
-
-    def __delitem__(self, key: str) -> None:
-        holders = [store for store in self._stores.values() if key in store]
-        if not holders:
-            raise KeyError(f"{self._what} has no {key!r} for any type")
-        for store in holders:
-            del store[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys(key for store in self._stores.values() for key in store))
-
-    def __len__(self) -> int:
-        return len(list(iter(self)))
-
-    def __repr__(self) -> str:
-        return f"{self._what}({ {t: sorted(s) for t, s in self._stores.items()} })"
 
 
 class DGLHeteroGraph:

@@ -14,7 +14,7 @@ from torch import Tensor
 from unigraph.dgl.base import EID, NID, DGLError, is_all
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heterograph import DGLHeteroGraph
-from unigraph.dgl.views import as_ids
+from unigraph.dgl.views import first_appearance
 from unigraph.graph import unique_pairs
 
 
@@ -137,92 +137,21 @@ def _copy_nodes(g: DGLGraph, out: DGLGraph) -> None:
 
 
 # ---------------------------------------------------------------------- subgraphs
-def _node_ids(g: DGLGraph, nodes: Any, size: int) -> Tensor:
-    if isinstance(nodes, Tensor) and nodes.dtype == torch.bool:
-        if nodes.numel() != size:
-            raise DGLError(f"a node mask must have {size} entries, got {nodes.numel()}")
-        return nodes.nonzero().flatten().to(g.device)
-    return as_ids(nodes, size, "nodes", g.device)
-
-
-def _subgraph(g: DGLGraph, eids: Tensor, nodes: Tensor | None, store_ids: bool) -> DGLGraph:
-    """The edges ``eids`` of ``g``; with ``nodes``, renumbered so node ``nodes[i]`` becomes ``i``."""
-    src, dst = g._coo()
-    src, dst = src[eids], dst[eids]
-    if nodes is None:
-        out = _new(g, src, dst, g._num_src, g._num_dst)
-        _copy_nodes(g, out)
-    else:
-        new_id = torch.full((g._num_src,), -1, dtype=torch.int64, device=g.device)
-        new_id[nodes] = torch.arange(nodes.numel(), device=g.device)
-        out = _new(g, new_id[src], new_id[dst], nodes.numel(), nodes.numel())
-        for key, value in g.ndata.items():
-            out.ndata[key] = value[nodes]
-        if store_ids:
-            out.ndata[NID] = g._out_ids(nodes)
-    for key, value in g.edata.items():
-        out.edata[key] = value[eids]
-    if store_ids:
-        out.edata[EID] = g._out_ids(eids)
-    return out
-
-
 def node_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """The subgraph induced by ``nodes`` (ids in the order given, or a bool mask): every edge
-    with both ends among them, grouped by new source id, in edge id order within (DGL's order)."""
-    g = _homogeneous(g, "node_subgraph")
-    if g.is_bipartite:
-        raise DGLError("node_subgraph needs a homogeneous graph")
-    nodes = _node_ids(g, nodes, g._num_src)
-    member = torch.zeros(g._num_src, dtype=torch.bool, device=g.device)
-    member[nodes] = True
-    src, dst = g._coo()
-    eids = (member[src] & member[dst]).nonzero().flatten()
-    if relabel_nodes:
-        new_id = torch.empty(g._num_src, dtype=torch.int64, device=g.device)
-        new_id[nodes] = torch.arange(nodes.numel(), device=g.device)
-        eids = eids[torch.sort(new_id[src[eids]], stable=True).indices]
-    return _subgraph(g, eids, nodes if relabel_nodes else None, store_ids)
+    """``g.subgraph(nodes)`` (see :meth:`DGLGraph.subgraph`)."""
+    return _homogeneous(g, "node_subgraph").subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
 
 
 def edge_subgraph(g: Any, edges: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """The edges ``edges`` (ids or a bool mask, kept in that order) with their end nodes, numbered
-    in order of first appearance among the sources, then the destinations (DGL's order)."""
-    g = _homogeneous(g, "edge_subgraph")
-    if g.is_bipartite:
-        raise DGLError("edge_subgraph needs a homogeneous graph")
-    if isinstance(edges, Tensor) and edges.dtype == torch.bool:
-        eids = edges.nonzero().flatten().to(g.device)
-    else:
-        eids = as_ids(edges, g._src.numel(), "edges", g.device)
-    src, dst = g._coo()
-    nodes = _first_appearance(torch.cat([src[eids], dst[eids]])) if relabel_nodes and eids.numel() else (
-        eids[:0] if relabel_nodes else None)
-    return _subgraph(g, eids, nodes, store_ids)
+    return _homogeneous(g, "edge_subgraph").edge_subgraph(edges, relabel_nodes=relabel_nodes, store_ids=store_ids)
 
 
 def in_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """Every in-edge of ``nodes`` (node by node in the order given, edge id order within: DGL's
-    order), all nodes kept unless ``relabel_nodes``."""
-    g = _homogeneous(g, "in_subgraph")
-    eids = g._adjacent(g.in_csr(), _node_ids(g, nodes, g._num_dst))[1]
-    return _relabelled(g, eids, relabel_nodes, store_ids)
+    return _homogeneous(g, "in_subgraph").in_subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
 
 
 def out_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """Every out-edge of ``nodes`` (ordered as :func:`in_subgraph`'s)."""
-    g = _homogeneous(g, "out_subgraph")
-    eids = g._adjacent(g.out_csr(), _node_ids(g, nodes, g._num_src))[1]
-    return _relabelled(g, eids, relabel_nodes, store_ids)
-
-
-def _relabelled(g: DGLGraph, eids: Tensor, relabel_nodes: bool, store_ids: bool) -> DGLGraph:
-    if not relabel_nodes:
-        return _subgraph(g, eids, None, store_ids)
-    if g.is_bipartite:
-        raise DGLError("relabel_nodes=True needs a homogeneous graph")
-    src, dst = g._coo()
-    return _subgraph(g, eids, torch.unique(torch.cat([src[eids], dst[eids]])), store_ids)
+    return _homogeneous(g, "out_subgraph").out_subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
 
 
 def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src_nodes: Any = None) -> DGLGraph:
@@ -238,7 +167,7 @@ def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src
     if dst_nodes is None:
         dst = (g.in_degrees().to(torch.int64) > 0).nonzero().flatten()
     else:
-        dst = _node_ids(g, dst_nodes, g._num_dst)
+        dst = g._node_ids(dst_nodes, g._num_dst)
     position = torch.full((g._num_dst,), -1, dtype=torch.int64, device=g.device)
     position[dst] = torch.arange(dst.numel(), device=g.device)
     eids = (position[g._coo()[1]] >= 0).nonzero().flatten()  # every in-edge of dst, in edge id order (DGL's)
@@ -248,7 +177,7 @@ def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src
     if include_dst_in_src:
         local[dst] = torch.arange(dst.numel(), device=g.device)
     fresh = src_of_edge[local[src_of_edge] < 0]
-    others = _first_appearance(fresh) if fresh.numel() else dst[:0]
+    others = first_appearance(fresh) if fresh.numel() else dst[:0]
     local[others] = torch.arange(others.numel(), device=g.device) + (dst.numel() if include_dst_in_src else 0)
     src = torch.cat([dst, others]) if include_dst_in_src else others
     block = DGLGraph._trusted(local[src_of_edge], rows, src.numel(), dst.numel(), True)
@@ -262,14 +191,6 @@ def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src
         block.edata[key] = value[eids]
     block.edata[EID] = g._out_ids(eids)
     return block
-
-
-def _first_appearance(ids: Tensor) -> Tensor:
-    """The distinct values of ``ids`` in order of first appearance."""
-    unique, inverse = torch.unique(ids, return_inverse=True)
-    first = torch.full((unique.numel(),), ids.numel(), dtype=torch.int64, device=ids.device)
-    first = first.scatter_reduce(0, inverse, torch.arange(ids.numel(), device=ids.device), "amin")
-    return unique[torch.argsort(first)]
 
 
 # ---------------------------------------------------------------------- batches

@@ -8,7 +8,7 @@ etype)`` and ``_write_rows(store, key, ids, value, kind)``, so both graph classe
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, MutableMapping
+from typing import Any, Iterator, Mapping, MutableMapping
 
 import numpy as np
 import torch
@@ -32,6 +32,14 @@ class TypedCount(int):
 
     def __reduce__(self):
         return (int, (int(self),))
+
+
+def first_appearance(ids: Tensor) -> Tensor:
+    """The distinct values of ``ids`` in order of first appearance."""
+    unique, inverse = torch.unique(ids, return_inverse=True)
+    first = torch.full((unique.numel(),), ids.numel(), dtype=torch.int64, device=ids.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(ids.numel(), device=ids.device), "amin")
+    return unique[torch.argsort(first)]
 
 
 def as_ids(value: Any, size: int, what: str, device: torch.device) -> Tensor:
@@ -146,3 +154,42 @@ class EdgeView:
 
     def __len__(self) -> int:
         return self._graph._num_edges_of(None)
+
+
+class TypedData(MutableMapping):
+    """``g.ndata`` / ``g.edata`` of a graph with several types, DGL's dict form: ``data[key]`` is
+    ``{type: tensor}`` over the types that hold ``key``; ``data[key] = {type: tensor}`` writes each
+    type (a bare tensor is refused: it names no type)."""
+
+    def __init__(self, stores: Mapping[Any, FeatureStore], what: str):
+        self._stores, self._what = dict(stores), what
+
+    def __getitem__(self, key: str) -> dict[Any, Tensor]:
+        found = {t: store[key] for t, store in self._stores.items() if key in store}
+        if not found:
+            raise KeyError(f"{self._what} has no {key!r} for any type")
+        return found
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise DGLError(f"this graph has several types: set {self._what}[{key!r}] to a dict {{type: tensor}}")
+        for type_name, tensor in value.items():
+            if type_name not in self._stores:
+                raise DGLError(f"{self._what}: no type {type_name!r}; valid: {list(self._stores)}")
+            self._stores[type_name][key] = tensor
+
+    def __delitem__(self, key: str) -> None:
+        holders = [store for store in self._stores.values() if key in store]
+        if not holders:
+            raise KeyError(f"{self._what} has no {key!r} for any type")
+        for store in holders:
+            del store[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(key for store in self._stores.values() for key in store))
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __repr__(self) -> str:
+        return f"{self._what}({ {t: sorted(s) for t, s in self._stores.items()} })"

@@ -1,33 +1,46 @@
-"""``dgl`` resolved to ``unigraph.dgl``, for running DGL's own test files against unigraph
-(``benchmarks/peer_tests/dgl_swap.py`` puts this folder first on ``PYTHONPATH``).
+"""``dgl`` resolved to ``unigraph.dgl``, for running DGL's own test files and examples against
+unigraph (``dgl_swap.py``, ``dgl_examples.py``).
+
+:func:`write` puts a package ``dgl`` in a folder outside the project (the runs put that folder
+first on ``PYTHONPATH``); its ``__init__`` calls :func:`install`. A ``dgl`` package folder inside
+the project would shadow the real DGL for every tool that resolves imports by path.
 
 Everything a test reaches under ``dgl`` (``dgl.graph``, ``dgl.ops``, ``dgl.function``, ``dgl.nn``,
 ``dgl.dataloading``, ...) is the module or attribute of the same name in ``unigraph.dgl``: a
 ``dgl.X`` that unigraph does not have fails with ``ModuleNotFoundError``/``AttributeError``, as it
 should. One exception: ``dgl.backend``, DGL's tensor helpers (``F.tensor``, ``F.attach_grad``,
 ...), which DGL's test helper package ``tests/backend`` star-imports; they are thin wrappers of
-torch, not graph API, so this shim loads DGL's own (importing the installed DGL once, with the
+torch, not graph API, so the shim loads DGL's own (importing the installed DGL once, with the
 graphbolt stub of benchmarks/peers.py) and then removes every other module of the real DGL from
 ``sys.modules``, so no graph, op or layer of the real DGL stays reachable.
 """
+from __future__ import annotations
+
 import importlib
 import importlib.abc
 import importlib.util
 import os
+import pathlib
 import sys
 import types
 
-import unigraph.dgl as _face
-
-_SHIM_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # modules of the real DGL that its tensor helpers need at call time (kept, and nothing else)
 _KEEP = ("dgl.backend", "dgl._ffi")
+_INIT = "from benchmarks.peer_tests.dgl_shim import install\ninstall(__name__)\n"
 
 
-def _real_backend():
+def write(folder: pathlib.Path) -> pathlib.Path:
+    """``folder/dgl/__init__.py`` calling :func:`install`; returns ``folder`` (for PYTHONPATH)."""
+    package = pathlib.Path(folder) / "dgl"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(_INIT)
+    return pathlib.Path(folder)
+
+
+def _real_backend(shim_root: str):
     me = sys.modules.pop("dgl")
     saved_path = list(sys.path)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SHIM_ROOT]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != shim_root]
     sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))
     try:
         real = importlib.import_module("dgl")
@@ -56,15 +69,14 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-backend = _real_backend()
-sys.modules["dgl.backend"] = backend
-sys.meta_path.insert(0, _Alias())
-__path__ = []  # submodules come from the finder above, never from a folder
-
-
-def __getattr__(name):
-    return getattr(_face, name)
-
-
-def __dir__():
-    return sorted(set(dir(_face)) | {"backend"})
+def install(name: str) -> None:
+    """Make the module ``name`` (the shim's ``dgl``) the face of ``unigraph.dgl``."""
+    import unigraph.dgl as face
+    module = sys.modules[name]
+    shim_root = os.path.dirname(os.path.dirname(os.path.abspath(module.__file__)))
+    module.backend = _real_backend(shim_root)
+    sys.modules["dgl.backend"] = module.backend
+    sys.meta_path.insert(0, _Alias())
+    module.__path__ = []  # submodules come from the finder above, never from a folder
+    module.__getattr__ = lambda attr: getattr(face, attr)
+    module.__dir__ = lambda: sorted(set(dir(face)) | {"backend"})
