@@ -385,14 +385,7 @@ class DGLGraph(Graph):
 
     def _edge_ids_of(self, u: Any, v: Any, etype: Any, *, strict: bool = True) -> Tensor:
         self._check_etype(etype)
-        u = as_ids(u, self._num_src, "u", self.device)
-        v = as_ids(v, self._num_dst, "v", self.device)
-        if u.numel() == 1 and v.numel() > 1:
-            u = u.expand(v.numel())
-        if v.numel() == 1 and u.numel() > 1:
-            v = v.expand(u.numel())
-        if u.numel() != v.numel():
-            raise DGLError(f"u and v must have the same length, got {u.numel()} and {v.numel()}")
+        u, v = _paired(as_ids(u, self._num_src, "u", self.device), as_ids(v, self._num_dst, "v", self.device))
         keys, order = self._pair_index()
         query = u * self._num_dst + v
         if keys.numel() == 0:
@@ -525,12 +518,7 @@ class DGLGraph(Graph):
         src, dst = self._coo()
         src, dst = src[eids], dst[eids]
         if nodes is None:
-            out = self._carry(DGLGraph._trusted(src, dst, self._num_src, self._num_dst, self.is_bipartite))
-            for key, value in self.srcdata.items():
-                out.srcdata[key] = value
-            if self.is_bipartite:
-                for key, value in self.dstdata.items():
-                    out.dstdata[key] = value
+            out = self._derived(src, dst)
         else:
             new_id = torch.full((self._num_src,), -1, dtype=torch.int64, device=self.device)
             new_id[nodes] = torch.arange(nodes.numel(), device=self.device)
@@ -622,14 +610,7 @@ class DGLGraph(Graph):
         """Append the edges ``u[i] -> v[i]`` (one id may pair with many); new edges' features come
         from ``data`` or the initializer. Endpoints beyond the node count add nodes, as in DGL."""
         self._check_etype(etype)
-        u = torch.as_tensor(u.tolist() if isinstance(u, Tensor) else u).reshape(-1).to(torch.int64).to(self.device)
-        v = torch.as_tensor(v.tolist() if isinstance(v, Tensor) else v).reshape(-1).to(torch.int64).to(self.device)
-        if u.numel() == 1 and v.numel() > 1:
-            u = u.expand(v.numel())
-        if v.numel() == 1 and u.numel() > 1:
-            v = v.expand(u.numel())
-        if u.numel() != v.numel():
-            raise DGLError(f"u and v must have the same length, got {u.numel()} and {v.numel()}")
+        u, v = _paired(*(torch.as_tensor(ids, device=self.device).reshape(-1).to(torch.int64) for ids in (u, v)))
         if u.numel() and (int(u.min()) < 0 or int(v.min()) < 0):
             raise DGLError("node ids must be >= 0")
         grow_src = max(self._num_src, int(u.max()) + 1 if u.numel() else 0) - self._num_src
@@ -787,6 +768,17 @@ class DGLGraph(Graph):
 
 _EXTRAS = ("_srctype", "_dsttype", "_etype", "_block", "_idtype", "_initializers", "_batch_num_nodes",
            "_batch_num_edges")
+
+
+def _paired(u: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """Node id lists of equal length (one id pairs with every id of the other list, as in DGL)."""
+    if u.numel() == 1 and v.numel() > 1:
+        u = u.expand(v.numel())
+    if v.numel() == 1 and u.numel() > 1:
+        v = v.expand(u.numel())
+    if u.numel() != v.numel():
+        raise DGLError(f"u and v must have the same length, got {u.numel()} and {v.numel()}")
+    return u, v
 
 
 def _is_scalar(value: Any) -> bool:

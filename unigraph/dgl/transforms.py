@@ -15,6 +15,7 @@ from unigraph.dgl.base import EID, NID, DGLError, is_all
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heterograph import DGLHeteroGraph
 from unigraph.dgl.views import first_appearance
+from unigraph.graph import Graph as CoreGraph
 from unigraph.graph import unique_pairs
 
 
@@ -26,11 +27,6 @@ def _homogeneous(g: Any, what: str) -> DGLGraph:
     return g
 
 
-def _new(g: DGLGraph, src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> DGLGraph:
-    """A graph of ``g``'s kind (types, idtype, initializers) on new, valid edges."""
-    return g._carry(DGLGraph._trusted(src, dst, num_src, num_dst, g.is_bipartite))
-
-
 def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_data: float = 1.0,
                   etype: Any = None) -> DGLGraph:
     """One more edge ``i -> i`` per node, after the existing edges (also where one exists); the
@@ -40,14 +36,10 @@ def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_dat
         raise DGLError("add_self_loop needs a homogeneous graph (source and destination types equal)")
     src, dst = g._coo()
     loops = torch.arange(g._num_src, device=g.device)
-    out = _new(g, torch.cat([src, loops]), torch.cat([dst, loops]), g._num_src, g._num_dst)
-    for key, value in g.ndata.items():
-        out.ndata[key] = value
     names = set(g.edata) if edge_feat_names is None else set(edge_feat_names)
-    for key, value in g.edata.items():
-        if key in names:
-            out.edata[key] = torch.cat([value, value.new_full((g._num_src,) + tuple(value.shape[1:]), fill_data)])
-    return out
+    edata = {key: torch.cat([value, value.new_full((g._num_src,) + tuple(value.shape[1:]), fill_data)])
+             for key, value in g.edata.items() if key in names}
+    return g._derived(torch.cat([src, loops]), torch.cat([dst, loops]), edata=edata)
 
 
 def remove_self_loop(g: Any, etype: Any = None) -> DGLGraph:
@@ -55,11 +47,7 @@ def remove_self_loop(g: Any, etype: Any = None) -> DGLGraph:
     g = _homogeneous(g, "remove_self_loop")
     src, dst = g._coo()
     keep = (src != dst).nonzero().flatten()
-    out = _new(g, src[keep], dst[keep], g._num_src, g._num_dst)
-    _copy_nodes(g, out)
-    for key, value in g.edata.items():
-        out.edata[key] = value[keep]
-    return out
+    return g._derived(src[keep], dst[keep], edata={key: value[keep] for key, value in g.edata.items()})
 
 
 class AddSelfLoop:
@@ -84,10 +72,7 @@ def to_bidirected(g: Any, copy_ndata: bool = False, readonly: Any = None) -> DGL
     g = _homogeneous(g, "to_bidirected")
     src, dst = g._coo()
     pair_src, pair_dst, _ = unique_pairs(torch.cat([src, dst]), torch.cat([dst, src]))
-    out = _new(g, pair_src, pair_dst, g._num_src, g._num_dst)
-    if copy_ndata:
-        _copy_nodes(g, out)
-    return out
+    return g._derived(pair_src, pair_dst, keep_ndata=copy_ndata)
 
 
 def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = False, copy_ndata: bool = True,
@@ -97,9 +82,7 @@ def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = Fa
     g = _homogeneous(g, "to_simple")
     src, dst = g._coo()
     pair_src, pair_dst, inverse = unique_pairs(src, dst)
-    out = _new(g, pair_src, pair_dst, g._num_src, g._num_dst)
-    if copy_ndata:
-        _copy_nodes(g, out)
+    out = g._derived(pair_src, pair_dst, keep_ndata=copy_ndata)
     if return_counts:
         out.edata[return_counts] = torch.bincount(inverse, minlength=pair_src.numel()).to(g.idtype)
     if copy_edata:
@@ -113,27 +96,12 @@ def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = Fa
 def reverse(g: Any, copy_ndata: bool = True, copy_edata: bool = False, **kwargs) -> DGLGraph:
     """Every edge flipped (edge ids keep their order)."""
     g = _homogeneous(g, "reverse")
-    src, dst = g._coo()
-    out = g._carry(DGLGraph._trusted(dst, src, g._num_dst, g._num_src, g.is_bipartite))
+    out = g._carry(CoreGraph.reverse(g))  # the core's: features along, built formats swapped
     out._srctype, out._dsttype = g._dsttype, g._srctype
-    if copy_ndata:
-        for key, value in g.srcdata.items():
-            out.dstdata[key] = value
-        if g.is_bipartite:
-            for key, value in g.dstdata.items():
-                out.srcdata[key] = value
-    if copy_edata:
-        for key, value in g.edata.items():
-            out.edata[key] = value
+    for store in ((out.srcdata, out.dstdata) if not copy_ndata else ()) + ((out.edata,) if not copy_edata else ()):
+        for key in list(store):
+            del store[key]
     return out
-
-
-def _copy_nodes(g: DGLGraph, out: DGLGraph) -> None:
-    for key, value in g.srcdata.items():
-        out.srcdata[key] = value
-    if g.is_bipartite:
-        for key, value in g.dstdata.items():
-            out.dstdata[key] = value
 
 
 # ---------------------------------------------------------------------- subgraphs
