@@ -222,8 +222,8 @@ def test_dgl_round_trip(dgl, hg, seed):
 
 def test_graph_from_dgl_refuses_typed_graphs(dgl):
     two_types = dgl.heterograph({("author", "writes", "paper"): (torch.tensor([0, 1]), torch.tensor([1, 0]))})
-    with pytest.raises(ValueError, match=r"node types \['author', 'paper'\].*HeteroGraph.from_dgl"):
-        Graph.from_dgl(two_types)
+    one_relation = Graph.from_dgl(two_types)  # one relation between two types: a bipartite Graph
+    assert one_relation.is_bipartite and one_relation.edge_index.tolist() == [[0, 1], [1, 0]]
     two_relations = dgl.heterograph({("n", "a", "n"): (torch.tensor([0]), torch.tensor([1])),
                                      ("n", "b", "n"): (torch.tensor([1]), torch.tensor([0]))})
     with pytest.raises(ValueError, match="edge types.*HeteroGraph.from_dgl"):

@@ -198,12 +198,16 @@ def from_dgl(dgl_graph: Any, *, cls: type[Graph] = Graph) -> Graph:
         raise ValueError(f"Graph.from_dgl converts a graph with one edge type; this one has edge types "
                          f"{dgl_graph.canonical_etypes}. Convert it with unigraph.HeteroGraph.from_dgl, which keeps "
                          "each type's own ids")
+    (src_type, _, dst_type), = dgl_graph.canonical_etypes
+    others = [] if dgl_graph.is_block else sorted(set(dgl_graph.ntypes) - {src_type, dst_type})
+    if others:  # their nodes have no place in a Graph: converting would drop them silently
+        raise ValueError(f"Graph.from_dgl converts one relation and its node types; this graph also has the node "
+                         f"types {others}. Convert it with unigraph.HeteroGraph.from_dgl")
     formats = dgl_graph.formats()
     if "coo" not in formats["created"] + formats["not created"]:  # COO not allowed: edges() would fail
         dgl_graph = dgl_graph.formats(formats["created"] + formats["not created"] + ["coo"])
     src, dst = dgl_graph.edges(order="eid")
     edge_index = torch.stack([src, dst]).to(torch.int64)
-    (src_type, _, dst_type), = dgl_graph.canonical_etypes
     if dgl_graph.is_block or src_type != dst_type:
         graph = cls(edge_index, num_src_nodes=dgl_graph.num_src_nodes(), num_dst_nodes=dgl_graph.num_dst_nodes())
         for key, value in dgl_graph.srcdata.items():
