@@ -62,12 +62,14 @@ def test_mutations_rebuild_the_structure_and_drop_cached_formats(dgl):
     x = torch.randn(6, 3, dtype=torch.float64)
     ours.ndata["x"], theirs.ndata["x"] = x, x
     ours.update_all(fn.copy_u("x", "m"), fn.sum("m", "s"))  # builds and caches the formats
+    assert ours.edge_ids(1, 2) == 2 and ours.is_multigraph  # and the sorted pair index (a memo)
     for g in (ours, theirs):
         g.ndata.pop("s", None)
         g.add_nodes(2, data={"x": torch.ones(2, 3, dtype=torch.float64)})
         g.add_edges(torch.tensor([6, 7, 5]), torch.tensor([0, 0, 7]))
         g.remove_edges(torch.tensor([0, 4]))
     same(ours.edges(), theirs.edges())
+    same(ours.edge_ids(*theirs.edges()), theirs.edge_ids(*theirs.edges()))
     torch.testing.assert_close(ours.ndata["x"], theirs.ndata["x"])
     ours.update_all(fn.copy_u("x", "m"), fn.sum("m", "s"))
     theirs.update_all(dgl.function.copy_u("x", "m"), dgl.function.sum("m", "s"))

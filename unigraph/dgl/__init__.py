@@ -29,10 +29,6 @@ from unigraph.dgl.transforms import (
     AddSelfLoop, add_self_loop, batch, edge_subgraph, in_subgraph, node_subgraph, out_subgraph, remove_self_loop,
     reverse, to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half, to_simple, unbatch)
 
-DGLBlock = DGLGraph
-block_to_graph = None  # not offered: a block is a DGLGraph already (see docs/porting_from_dgl.md)
-del block_to_graph
-
 
 def seed(val: int) -> None:
     """Seed every generator the graph functions draw from (Python's, numpy's, torch's)."""

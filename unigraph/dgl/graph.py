@@ -373,7 +373,9 @@ class DGLGraph(Graph):
 
     def _pair_index(self) -> tuple[Tensor, Tensor]:
         """Edge keys ``src * num_dst + dst`` sorted (stably, so parallel edges stay in id order)
-        and the edge id of each: what edge_ids and has_edges_between search."""
+        and the edge id of each: what edge_ids and has_edges_between search. Kept with
+        :meth:`memo`: a function of the structure alone, which only the mutations change, and
+        they start the graph's caches afresh."""
         def build():
             if self._num_src * max(self._num_dst, 1) >= 2 ** 62:
                 raise DGLError("edge_ids needs num_src_nodes * num_dst_nodes below 2**62")
