@@ -107,7 +107,7 @@ def run_one(root: pathlib.Path, example: str, dataset: str, peer: str, seed: int
 
 def write(results: list[dict], out: pathlib.Path, meta: dict) -> None:
     lines = ["# DGL's examples on the real DGL and on `unigraph.dgl`", "",
-             f"`python -m benchmarks.peer_tests.dgl_examples` ({meta['date']}, seeds 0..n-1 per row, CPU). "
+             f"`python -m benchmarks.peer_tests.dgl_examples` ({meta['date']}, n seeds per row, CPU). "
              "The example files are DGL's, unmodified except the mini-batch GraphSAGE example's dataset "
              "(ogbn-products through `ogb` replaced by the generated stand-in of "
              f"`benchmarks/peer_tests/products_like.py` at scale {meta['products_scale']}).", "",
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", nargs="+", default=None, help="Planetoid datasets (default: cora citeseer)")
     parser.add_argument("--peers", nargs="+", default=["dgl", "unigraph"], choices=["dgl", "unigraph"])
     parser.add_argument("--runs", type=int, default=1, help="seeds per example and library")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + runs - 1")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(PROJECT / "benchmarks" / "results" / "dgl_examples"))
     parser.add_argument("--keep", action="store_true", help="add to the runs already in --out.json")
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for example in args.examples:
         datasets = EXAMPLES[example][2] if example == "sage_minibatch" or not args.datasets else args.datasets
         for dataset in datasets:
-            for seed in range(args.runs):
+            for seed in range(args.first_seed, args.first_seed + args.runs):
                 for peer in args.peers:
                     result = run_one(root, example, dataset, peer, seed, args.planetoid, args.timeout)
                     results.append(result)
