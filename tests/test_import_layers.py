@@ -13,6 +13,7 @@ to package faces are not counted (a package's face re-exports what lies below it
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ def _imports(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) ->
     return targets
 
 
+@functools.lru_cache(maxsize=1)  # one read of the tree for the three tests
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, modules) for name, path in modules.items()}
