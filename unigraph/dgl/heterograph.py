@@ -362,6 +362,17 @@ class DGLHeteroGraph:
                 f"      metagraph={[(s, d, e) for s, e, d in self._relations]})")
 
 
+def one_relation(g: Any, what: str, kind: type = CoreGraph):
+    """``g`` itself when it is one relation of class ``kind`` (a unigraph graph by default); the
+    one rule for what DGL's single-relation functions and layers accept."""
+    if isinstance(g, DGLHeteroGraph):
+        raise DGLError(f"{what} on a graph of several relations is not supported; apply it per relation (g[etype])")
+    if not isinstance(g, kind):
+        raise DGLError(f"{what} expects a graph from unigraph.dgl" + (" (or a unigraph.Graph)" if kind is CoreGraph
+                                                                       else "") + f", got {type(g).__name__}")
+    return g
+
+
 def _cross_reduce(values: list[Tensor], how: str) -> Tensor:
     if len(values) == 1 and how != "stack":
         return values[0]

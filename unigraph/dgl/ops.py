@@ -28,7 +28,7 @@ from torch import Tensor
 
 from unigraph import ops as _ops
 from unigraph.dgl.base import DGLError, is_all
-from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation
 from unigraph.graph import Graph as CoreGraph
 from unigraph.hetero.grouped import segment_matmul
 
@@ -37,12 +37,7 @@ SPMM_OPS = {"add": "u_add_e", "sub": "u_sub_e", "mul": "u_mul_e", "div": "u_div_
 REDUCE_OPS = ("sum", "mean", "max", "min")
 
 
-def _graph(g: Any, what: str) -> CoreGraph:
-    if isinstance(g, DGLHeteroGraph):
-        raise DGLError(f"{what} on a graph of several relations is not supported; call it on g[etype]")
-    if not isinstance(g, CoreGraph):
-        raise DGLError(f"{what} expects a graph from unigraph.dgl (or a unigraph.Graph), got {type(g).__name__}")
-    return g
+_graph = one_relation
 
 
 def gspmm(g: Any, op: str, reduce_op: str, lhs_data: Tensor | None, rhs_data: Tensor | None) -> Tensor:

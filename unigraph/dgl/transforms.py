@@ -13,18 +13,14 @@ from torch import Tensor
 
 from unigraph.dgl.base import EID, NID, DGLError, is_all
 from unigraph.dgl.graph import DGLGraph
-from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation
 from unigraph.dgl.views import first_appearance
 from unigraph.graph import Graph as CoreGraph
 from unigraph.graph import unique_pairs
 
 
 def _homogeneous(g: Any, what: str) -> DGLGraph:
-    if isinstance(g, DGLHeteroGraph):
-        raise DGLError(f"{what} on a graph of several relations is not supported; apply it per relation (g[etype])")
-    if not isinstance(g, DGLGraph):
-        raise DGLError(f"{what} expects a graph from unigraph.dgl, got {type(g).__name__}")
-    return g
+    return one_relation(g, what, DGLGraph)
 
 
 def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_data: float = 1.0,

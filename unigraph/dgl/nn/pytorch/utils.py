@@ -7,14 +7,12 @@ from typing import Any
 from torch import Tensor
 
 from unigraph.dgl.base import DGLError
+from unigraph.dgl.heterograph import one_relation
 from unigraph.graph import Graph as CoreGraph
 
 
 def check_graph(graph: Any, layer: str) -> CoreGraph:
-    if not isinstance(graph, CoreGraph):
-        raise DGLError(f"{layer} runs on one relation: a graph from unigraph.dgl (or a unigraph.Graph), got "
-                       f"{type(graph).__name__}; for a heterograph pass g[etype]")
-    return graph
+    return one_relation(graph, layer)
 
 
 def check_zero_in_degree(graph: CoreGraph, layer: str, allowed: bool) -> None:
