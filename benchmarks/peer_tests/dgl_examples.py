@@ -128,7 +128,8 @@ def write(results: list[dict], out: pathlib.Path, meta: dict) -> None:
              "dataset (ogbn-products through `ogb` replaced by the generated stand-in of "
              f"`benchmarks/peer_tests/products_like.py` at scale {meta['products_scale']}); for the real DGL the "
              "Planetoid dataset call reads the same local files (`benchmarks/peer_tests/planetoid_for_dgl.py`: "
-             "DGL's `dgl.data` downloads).", "",
+             "DGL's `dgl.data` downloads). Seconds per run are wall times on a shared machine at the load it had at "
+             "the time of each run (they include imports and evaluation every epoch): not a speed comparison.", "",
              "| example | dataset | DGL's README | DGL test accuracy | unigraph.dgl test accuracy | DGL s/run | "
              "unigraph s/run |",
              "| --- | --- | --- | --- | --- | ---: | ---: |"]
