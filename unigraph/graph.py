@@ -479,6 +479,10 @@ class Graph:
     def is_prepared(self) -> bool:
         return "tensors" in self._cache and "stats" in self._cache
 
+    def has_memo(self, key: Any) -> bool:
+        """Whether :meth:`memo` already keeps a value under ``key`` (nothing is built)."""
+        return key in self._cache
+
     def memo(self, key: Any, build: Any) -> Any:
         """The value this graph keeps under ``key``, made by ``build()`` on the first call.
 

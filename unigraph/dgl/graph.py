@@ -497,7 +497,7 @@ class DGLGraph(Graph):
         returns the graph itself (a format restriction changes nothing computed)."""
         if formats is None:
             return {"created": [f for f, key in zip(FORMATS, (None, "out_csr", "in_csr"))
-                                if key is None or key in self._cache], "not created": []}
+                                if key is None or self.has_memo(key)], "not created": []}
         wanted = [formats] if isinstance(formats, str) else list(formats)
         unknown = [f for f in wanted if f not in FORMATS]
         if unknown:
