@@ -32,7 +32,9 @@ settings.register_profile("dry_run", max_examples=1, deadline=None, derandomize=
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("UNIGRAPH_HYPOTHESIS_PROFILE", "ci"))
 
-PLANETOID_RAW = REPO_ROOT.parent / "shared" / "datasets" / "planetoid" / "raw"
+# the real Planetoid files: ../shared beside the checkout (the main one), or UNIGRAPH_PLANETOID_RAW (a worktree)
+PLANETOID_RAW = pathlib.Path(os.environ.get("UNIGRAPH_PLANETOID_RAW")
+                             or REPO_ROOT.parent / "shared" / "datasets" / "planetoid" / "raw")
 
 # Triton picks compiled vs interpreted when it is first imported: on a CPU-only machine define its
 # kernels interpreted now, before anything else imports it (see tests/triton_setup.py).

@@ -2,8 +2,9 @@
 
 Every conversion keeps edge order, multi-edges, self-loops and isolated nodes, and carries node
 and edge features along where the other side has a place for them. The ``from_*`` functions build
-an instance of ``cls`` (the core :class:`unigraph.graph.Graph` by default; ``unigraph.Graph.from_pyg``
-passes its own class), which keeps this module below the classes that offer them as methods.
+an instance of ``cls``, which the caller names (``unigraph.Graph.from_pyg`` passes its own class):
+this module sits below the classes that offer them as methods, so it names none of them, and it
+has no default, so no caller gets a core graph without asking for one.
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def _pyg_edge_index(data: Any) -> torch.Tensor:
                     f"edge_index tensor; got {type(data).__name__} without edges")
 
 
-def from_pyg(data: Any, num_nodes: int | None = None, *, cls: type[Graph] = Graph) -> Graph:
+def from_pyg(data: Any, num_nodes: int | None = None, *, cls: type[Graph]) -> Graph:
     if isinstance(data, torch.Tensor):
         return cls(data, num_nodes=num_nodes)
     data = _pyg_graph(data)
@@ -107,7 +108,7 @@ def to_pyg(graph: Graph) -> Any:
                          **dict(graph.ndata.items()), **dict(graph.edata.items()))
 
 
-def from_scipy(matrix: Any, *, cls: type[Graph] = Graph) -> Graph:
+def from_scipy(matrix: Any, *, cls: type[Graph]) -> Graph:
     if not hasattr(matrix, "tocoo"):
         raise TypeError(f"from_scipy expects a scipy sparse matrix or array, got {type(matrix).__name__}")
     coo = matrix.tocoo()
@@ -144,7 +145,7 @@ def _common_attributes(items: list[dict]) -> list[str]:
                                          for a in items))
 
 
-def from_networkx(nx_graph: Any, *, cls: type[Graph] = Graph) -> Graph:
+def from_networkx(nx_graph: Any, *, cls: type[Graph]) -> Graph:
     if not hasattr(nx_graph, "nodes") or not hasattr(nx_graph, "edges"):
         raise TypeError(f"from_networkx expects a networkx graph, got {type(nx_graph).__name__}")
     nodes = list(nx_graph.nodes)
@@ -187,7 +188,7 @@ def to_networkx(graph: Graph) -> Any:
     return out
 
 
-def from_dgl(dgl_graph: Any, *, cls: type[Graph] = Graph) -> Graph:
+def from_dgl(dgl_graph: Any, *, cls: type[Graph]) -> Graph:
     """One relation of DGL: a homogeneous graph, a block, or a bipartite graph between two node
     types (``('user', 'plays', 'game')``, not a block), which becomes a bipartite Graph. A graph
     restricted to CSR/CSC formats (``g.formats('csc')``) is read through a copy that allows COO."""

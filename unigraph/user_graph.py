@@ -10,12 +10,16 @@ import message passing, which imports the ops, which import the graph):
   :meth:`Graph.apply_edges` (:mod:`unigraph.message_passing.dgl_style`);
 * conversions from and to PyG, scipy, networkx and DGL (:mod:`unigraph.convert`).
 
-Every function of unigraph takes either class (this one is a subclass), and the core's transforms
-(``to``, ``reverse``, ``add_self_loops``, ...) keep the class of the graph they start from. Graphs
-that unigraph builds itself (datasets, samplers) are core graphs: give one these methods with
-:meth:`Graph.view` (the same tensors, caches and features, no copy), or call
-``unigraph.message_passing.update_all(g, ...)`` on it directly. DGL's whole graph API is one layer
-higher still, in :mod:`unigraph.dgl`.
+Every graph unigraph hands to a user is of this class: the modules that build graphs for users
+(datasets and generators in :mod:`unigraph.data`, samplers and loaders, heterograph relations,
+link-prediction loaders, batching, benchmark graph sources, :func:`unigraph.knn_graph`) import it,
+so this module imports none of them (``tests/test_import_layers.py`` checks it). Every function of
+unigraph takes either class (this one is a subclass), and the core's transforms (``to``,
+``reverse``, ``add_self_loops``, ...) keep the class of the graph they start from. Graphs built
+inside a layer and never returned (the structure of a PyG-style ``conv(x, edge_index)`` call) stay
+core graphs. A core graph built by hand gets these methods with :meth:`Graph.view` (the same
+tensors, caches and features, no copy). DGL's whole graph API is one layer higher still, in
+:mod:`unigraph.dgl`.
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from unigraph.data.dgl_file import DGL_MAGIC, read_dgl_graph
 from unigraph.data.errors import DataFileError
 from unigraph.data.npz_file import ZIP_ERRORS, member_names, read_npy, read_npz
 from unigraph.data.torch_file import load_torch_archive
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 MAX_FILE_BYTES = 64 * 2**30
 MAX_EDGES = 2**33

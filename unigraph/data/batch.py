@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from unigraph.data.graph_dataset import GraphDataset, check_graph_ids
-from unigraph.graph import Graph
+from unigraph.graph import Graph as CoreGraph
+from unigraph.user_graph import Graph
 from unigraph.sampling.batch import _from_wire, _to_wire
 from unigraph.sampling.csr_view import csr_ranges
 
@@ -54,7 +55,7 @@ def _common(graphs: Sequence[Graph], store: str, key: str) -> Tensor | None:
 def pack_graphs(graphs: Sequence[Graph]) -> PackedGraphs:
     """Concatenate homogeneous graphs (``ndata["x"]`` and ``edata["edge_attr"]`` come along)."""
     for i, g in enumerate(graphs):
-        if not isinstance(g, Graph) or g.is_bipartite:
+        if not isinstance(g, CoreGraph) or g.is_bipartite:
             raise TypeError(f"item {i} must be a homogeneous unigraph.Graph, got {g!r}")
     device = graphs[0].device if graphs else torch.device("cpu")
     node_counts = torch.tensor([g.num_nodes for g in graphs], dtype=torch.int64, device=device)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph, unique_pairs
+from unigraph.graph import unique_pairs
+from unigraph.user_graph import Graph
 
 
 def undirected_simple_graph(src: Tensor, dst: Tensor, num_nodes: int) -> Graph:

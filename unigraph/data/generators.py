@@ -8,7 +8,7 @@ import torch
 
 from unigraph.data.dataset import NodeDataset, mask_from_index
 from unigraph.data.edges import undirected_simple_graph
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 
 def _positive_int(name: str, value, minimum: int = 1) -> int:

@@ -11,7 +11,7 @@ import torch
 
 from unigraph.data.edges import undirected_simple_graph
 from unigraph.data.generators import non_negative_number
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 _ROWS_PER_BLOCK = 1024
 

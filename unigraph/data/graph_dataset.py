@@ -14,7 +14,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 
 def _check_ptr(name: str, ptr: Tensor, total: int | None) -> None:

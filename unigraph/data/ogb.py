@@ -34,7 +34,7 @@ from torch import Tensor
 from unigraph.data import limits
 from unigraph.data.dataset import NodeDataset, mask_from_index
 from unigraph.data.text_table import DEFAULT_MAX_BYTES, DataFormatError, read_table
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 
 @dataclasses.dataclass(frozen=True)

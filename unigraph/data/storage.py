@@ -20,7 +20,7 @@ import torch
 from unigraph.data.checked_file import load_torch, save_torch
 from unigraph.data.dataset import NodeDataset
 from unigraph.data.errors import DataFileError
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 FORMAT = "unigraph.NodeDataset"
 VERSION = 2  # 2: checked file (atomic, checksummed); version 1 files were plain torch.save archives

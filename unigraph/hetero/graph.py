@@ -6,7 +6,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from unigraph.graph import FeatureStore, Graph, _as_edge_index, _check_count
+from unigraph.graph import FeatureStore, _as_edge_index, _check_count
+from unigraph.graph import Graph as CoreGraph
+from unigraph.user_graph import Graph
 
 Relation = tuple[str, str, str]
 
@@ -28,7 +30,7 @@ def check_relation(key: Any) -> Relation:
 
 def _edge_pair(value: Any, relation: Relation) -> Tensor:
     """``edge_index`` ``[2, E]`` from a tensor/array/list or a DGL-style ``(src, dst)`` pair."""
-    if isinstance(value, Graph):
+    if isinstance(value, CoreGraph):
         raise TypeError(f"relation {relation}: give its edges as an edge_index [2, E] or a (src, dst) pair, "
                         "not a Graph (the HeteroGraph builds each relation's Graph with its types' node counts)")
     if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, Tensor) for v in value):

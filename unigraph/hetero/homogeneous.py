@@ -12,7 +12,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.graph import Graph as CoreGraph
+from unigraph.user_graph import Graph
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation, check_type_name
 
 NODE_TYPE = "node_type"
@@ -95,7 +96,7 @@ def from_homogeneous(graph: Graph, node_types: Sequence[str], relations: Sequenc
     types its relation names (``ValueError`` otherwise). Every other node / edge feature of
     ``graph`` is split by type / relation.
     """
-    if not isinstance(graph, Graph) or graph.is_bipartite:
+    if not isinstance(graph, CoreGraph) or graph.is_bipartite:
         raise TypeError(f"from_homogeneous needs a homogeneous unigraph.Graph, got {graph!r}")
     node_types = [check_type_name(t, "a node type") for t in node_types]
     relations = [check_relation(r) for r in relations]

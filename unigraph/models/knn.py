@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 
 def knn_graph(x: Tensor, k: int, batch: Tensor | None = None, *, loop: bool = False, cosine: bool = False,

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 
 EID = "eid"  # edata key of the original graph's edge ids, where a sampler records them
 

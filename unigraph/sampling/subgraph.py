@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 from unigraph.sampling.batch import block_from_csr
 from unigraph.sampling.csr_view import InCSR, csr_ranges
 

@@ -24,7 +24,8 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.graph import Graph as CoreGraph
+from unigraph.user_graph import Graph
 from unigraph.sampling.batch import Blocks
 from unigraph.sampling.counter_rng import GOLDEN, mix64_int
 from unigraph.tasks.link.negative import METHODS, EdgeSet, corrupt_destinations
@@ -110,7 +111,7 @@ class LinkNeighborLoader:
                  neg_method: str = "uniform", negatives_avoid: Tensor | None = None, exclude: str | None = None,
                  batch_size: int = 256, shuffle: bool = True, drop_last: bool = False,
                  features: Tensor | None = None, seed: int = 0, device: torch.device | str | None = None):
-        if not isinstance(graph, Graph) or graph.is_bipartite:
+        if not isinstance(graph, CoreGraph) or graph.is_bipartite:
             raise TypeError(f"LinkNeighborLoader needs a homogeneous unigraph.Graph, got {graph!r}")
         if not hasattr(sampler, "sample"):
             raise TypeError(f"sampler must be a NeighborSampler (with sample()), got {type(sampler).__name__}")

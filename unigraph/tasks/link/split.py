@@ -13,7 +13,8 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from unigraph.graph import Graph
+from unigraph.graph import Graph as CoreGraph
+from unigraph.user_graph import Graph
 from unigraph.tasks.link.negative import EdgeSet, negative_pairs
 
 
@@ -60,7 +61,7 @@ def split_edges(graph: Graph, val_ratio: float = 0.05, test_ratio: float = 0.1, 
     """Split ``graph``'s edges (self-loops dropped, multi-edges merged; with ``undirected`` an
     edge and its reverse are one pair) into ``floor(test_ratio * P)`` test, ``floor(val_ratio * P)``
     validation and the rest training pairs; ``neg_ratio`` negatives per held-out positive."""
-    if not isinstance(graph, Graph) or graph.is_bipartite:
+    if not isinstance(graph, CoreGraph) or graph.is_bipartite:
         raise TypeError(f"split_edges needs a homogeneous unigraph.Graph, got {graph!r}")
     for name, value in (("val_ratio", val_ratio), ("test_ratio", test_ratio), ("neg_ratio", neg_ratio)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
