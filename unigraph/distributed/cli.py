@@ -18,6 +18,8 @@ import functools
 import os
 import sys
 
+from unigraph.cli_common import USER_ERRORS, _int_list, check_files, spec_from_args
+from unigraph.cli_common import _print_summary as print_done
 from unigraph.distributed import format as fmt
 from unigraph.distributed.partition import METHODS, format_report, partition_dataset
 from unigraph.distributed.train import DistJobSpec, build_model, partitioned_layout, run_partitioned_job
@@ -50,7 +52,6 @@ def add_partition_command(commands) -> argparse.ArgumentParser:
 
 def add_train_arguments(train: argparse.ArgumentParser) -> None:
     """``unigraph train`` options of partitioned training."""
-    from unigraph.cli import _int_list  # noqa: PLC0415 - loaded: cli.py is what calls this
     group = train.add_argument_group("partitioned graphs (training across machines)")
     group.add_argument("--partitions", help="train on the partition set in DIR (`unigraph partition`): one trainer "
                        "per partition, each holding only its partition")
@@ -70,7 +71,6 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
 
 
 def run_partition(parser: argparse.ArgumentParser, args) -> int:
-    from unigraph.cli import USER_ERRORS  # noqa: PLC0415 - loaded: cli.py is what calls this
     try:
         if args.nodes < 100:
             raise ValueError(f"--nodes must be >= 100, got {args.nodes}")
@@ -87,8 +87,6 @@ def _spec(parser: argparse.ArgumentParser, args) -> tuple[DistJobSpec, fmt.Parti
     and writes are checked here, before any process starts: the metadata, the parts this machine's
     trainers load (checksums, set ids, finite features), the master address and port, the checkpoint
     directory and a checkpoint to resume."""
-    from unigraph.cli import check_files, spec_from_args  # noqa: PLC0415 - the rules of `unigraph train`, there
-
     for name, default in _NOT_WITH_PARTITIONS.items():
         if getattr(args, name) != default:
             raise ValueError(f"--{name.replace('_', '-')} does not apply with --partitions (the data and its "
@@ -144,7 +142,6 @@ def _check_master(args) -> None:
 
 
 def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
-    from unigraph.cli import USER_ERRORS  # noqa: PLC0415 - loaded: cli.py is what calls this
     try:
         spec, info, nproc = _spec(parser, args)
     except USER_ERRORS as err:
@@ -172,7 +169,6 @@ def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
 
 
 def _print_summary(summaries: list[dict]) -> None:
-    from unigraph.cli import _print_summary as print_done  # noqa: PLC0415 - the "done: ..." line of every run
     trainers = [s for s in summaries if "epochs" in s]
     sent = sum(s["traffic"]["bytes_sent"] + s["traffic"]["bytes_received"] for s in summaries) + \
         sum(s["loader"]["sampler_bytes"] for s in trainers)
