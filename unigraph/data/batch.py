@@ -19,59 +19,10 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from unigraph.data.graph_dataset import GraphDataset, check_graph_ids
-from unigraph.graph import Graph as CoreGraph
+from unigraph.data.graph_dataset import GraphDataset, check_graph_ids, gather_graphs
+from unigraph.data.packing import EDGE_KEY, NODE_KEY, PackedGraphs, pack_graphs
 from unigraph.user_graph import Graph
 from unigraph.sampling.batch import _from_wire, _to_wire
-from unigraph.sampling.csr_view import csr_ranges
-
-NODE_KEY, EDGE_KEY = "x", "edge_attr"  # the ndata / edata keys a batch carries
-
-
-@dataclasses.dataclass
-class PackedGraphs:
-    """Graphs end to end (node ids local to each graph) and their offsets."""
-
-    edge_index: Tensor
-    node_ptr: Tensor
-    edge_ptr: Tensor
-    x: Tensor | None
-    edge_attr: Tensor | None
-
-
-def _offsets(counts: Tensor) -> Tensor:
-    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-
-
-def _common(graphs: Sequence[Graph], store: str, key: str) -> Tensor | None:
-    has = [key in getattr(g, store) for g in graphs]
-    if any(has) and not all(has):
-        missing = has.index(False)
-        raise ValueError(f"graph {missing} has no {store}[{key!r}] but graph {has.index(True)} has; "
-                         "every graph of a batch needs the same features")
-    return torch.cat([getattr(g, store)[key] for g in graphs]) if graphs and all(has) else None
-
-
-def pack_graphs(graphs: Sequence[Graph]) -> PackedGraphs:
-    """Concatenate homogeneous graphs (``ndata["x"]`` and ``edata["edge_attr"]`` come along)."""
-    for i, g in enumerate(graphs):
-        if not isinstance(g, CoreGraph) or g.is_bipartite:
-            raise TypeError(f"item {i} must be a homogeneous unigraph.Graph, got {g!r}")
-    device = graphs[0].device if graphs else torch.device("cpu")
-    node_counts = torch.tensor([g.num_nodes for g in graphs], dtype=torch.int64, device=device)
-    edge_counts = torch.tensor([g.num_edges for g in graphs], dtype=torch.int64, device=device)
-    edge_index = (torch.cat([g.edge_index for g in graphs], dim=1) if graphs
-                  else torch.empty(2, 0, dtype=torch.int64, device=device))
-    return PackedGraphs(edge_index, _offsets(node_counts), _offsets(edge_counts),
-                        _common(graphs, "ndata", NODE_KEY), _common(graphs, "edata", EDGE_KEY))
-
-
-def gather_graphs(dataset: GraphDataset, ids: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """``(edge_index, node_ptr, edge_ptr, node_positions, edge_positions)`` of graphs ``ids``: the
-    edges keep local node ids; the positions index the dataset's node and edge rows."""
-    node_counts, node_pos = csr_ranges(dataset.node_ptr, ids)
-    edge_counts, edge_pos = csr_ranges(dataset.edge_ptr, ids)
-    return dataset.edge_index[:, edge_pos], _offsets(node_counts), _offsets(edge_counts), node_pos, edge_pos
 
 
 @dataclasses.dataclass

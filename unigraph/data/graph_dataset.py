@@ -14,6 +14,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from unigraph.data.packing import _offsets, pack_graphs
+from unigraph.sampling.csr_view import csr_ranges
 from unigraph.user_graph import Graph
 
 
@@ -135,7 +137,6 @@ class GraphDataset:
 
     def subset(self, ids: Tensor | Sequence[int]) -> "GraphDataset":
         """The graphs ``ids`` (in that order) as a new dataset."""
-        from unigraph.data.batch import gather_graphs  # noqa: PLC0415 - batch builds on this module
         ids = check_graph_ids(ids, len(self))
         edge_index, node_ptr, edge_ptr, node_pos, edge_pos = gather_graphs(self, ids)
         return GraphDataset(self.name, edge_index, node_ptr, edge_ptr, self.y[ids],
@@ -152,7 +153,6 @@ class GraphDataset:
     def from_graphs(cls, graphs: Sequence[Graph], y: Tensor, name: str = "graphs") -> "GraphDataset":
         """Pack homogeneous graphs (node features in ``ndata["x"]``, edge features in
         ``edata["edge_attr"]``, present in all graphs or in none) with their labels ``y``."""
-        from unigraph.data.batch import pack_graphs  # noqa: PLC0415
         packed = pack_graphs(graphs)
         return cls(name, packed.edge_index, packed.node_ptr, packed.edge_ptr, torch.as_tensor(y), packed.x,
                    packed.edge_attr)
@@ -161,6 +161,14 @@ class GraphDataset:
         label = f"num_classes={self.num_classes}" if self.y.dim() == 1 else f"targets={self.y.shape[1]}"
         return (f"GraphDataset({self.name!r}, num_graphs={len(self)}, num_nodes={int(self.node_ptr[-1])}, "
                 f"num_edges={self.edge_index.shape[1]}, num_features={self.num_features}, {label})")
+
+
+def gather_graphs(dataset: GraphDataset, ids: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(edge_index, node_ptr, edge_ptr, node_positions, edge_positions)`` of graphs ``ids``: the
+    edges keep local node ids; the positions index the dataset's node and edge rows."""
+    node_counts, node_pos = csr_ranges(dataset.node_ptr, ids)
+    edge_counts, edge_pos = csr_ranges(dataset.edge_ptr, ids)
+    return dataset.edge_index[:, edge_pos], _offsets(node_counts), _offsets(edge_counts), node_pos, edge_pos
 
 
 def check_graph_ids(ids, num_graphs: int) -> Tensor:
