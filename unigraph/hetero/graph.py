@@ -9,23 +9,7 @@ from torch import Tensor
 from unigraph.graph import FeatureStore, _as_edge_index, _check_count
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
-
-Relation = tuple[str, str, str]
-
-
-def check_type_name(name: Any, what: str) -> str:
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what} must be a non-empty str, got {type(name).__name__} ({name!r})")
-    return name
-
-
-def check_relation(key: Any) -> Relation:
-    """A canonical relation ``(src_type, name, dst_type)`` of three non-empty strings."""
-    if not isinstance(key, tuple) or len(key) != 3:
-        raise TypeError(f"a relation must be a tuple (src_type, name, dst_type), got {key!r}")
-    for part, what in zip(key, ("its source type", "its name", "its destination type")):
-        check_type_name(part, f"relation {key!r}: {what}")
-    return key
+from unigraph.hetero.names import Relation, check_relation, check_type_name
 
 
 def _edge_pair(value: Any, relation: Relation) -> Tensor:

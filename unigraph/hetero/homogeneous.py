@@ -14,7 +14,8 @@ from torch import Tensor
 
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
-from unigraph.hetero.graph import HeteroGraph, Relation, check_relation, check_type_name
+from unigraph.hetero.graph import HeteroGraph
+from unigraph.hetero.names import Relation, check_relation, check_type_name
 
 NODE_TYPE = "node_type"
 EDGE_TYPE = "edge_type"
