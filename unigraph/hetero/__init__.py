@@ -14,9 +14,11 @@ The relation-wise layers :class:`~unigraph.nn.RGCNConv` and :class:`~unigraph.nn
 from unigraph.hetero.graph import HeteroGraph, Relation
 from unigraph.hetero.grouped import block_segment_matmul, segment_matmul
 from unigraph.hetero.hetero_conv import HeteroConv
-from unigraph.hetero.homogeneous import EDGE_TYPE, NODE_TYPE, from_homogeneous, to_homogeneous
+from unigraph.hetero.homogeneous import EDGE_TYPE, NODE_TYPE, to_homogeneous
 from unigraph.hetero.linear import TypedLinear
 from unigraph.hetero.sampling import HeteroBlocks, HeteroNeighborSampler
+
+from_homogeneous = HeteroGraph.from_homogeneous  # the function form (homogeneous.py takes the class)
 
 __all__ = ["HeteroGraph", "Relation", "HeteroConv", "TypedLinear", "segment_matmul", "block_segment_matmul",
            "HeteroNeighborSampler", "HeteroBlocks", "to_homogeneous", "from_homogeneous", "NODE_TYPE", "EDGE_TYPE"]

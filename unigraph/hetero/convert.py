@@ -4,6 +4,10 @@ Node types, their counts (also of types without edges), relations with their edg
 every tensor with one row per node / edge come along both ways. PyG keeps node and edge types in
 insertion order; DGL sorts them by name, so a round trip through DGL may reorder types and
 relations (never their nodes or edges).
+
+This module sits below :class:`~unigraph.hetero.HeteroGraph` (whose ``from_pyg``/``to_pyg``/
+``from_dgl``/``to_dgl`` methods call it), so it names no class: ``from_*`` build the ``cls`` they
+are given, ``to_*`` read the graph they are given.
 """
 from __future__ import annotations
 
@@ -13,14 +17,13 @@ import torch
 from torch import Tensor
 
 from unigraph._optional import require, require_dgl
-from unigraph.hetero.graph import HeteroGraph
 
 
 def _rows(value: Any, rows: int) -> bool:
     return isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == rows
 
 
-def from_pyg(data: Any) -> HeteroGraph:
+def from_pyg(data: Any, *, cls: type) -> Any:
     if not hasattr(data, "node_types") or not hasattr(data, "edge_types"):
         raise TypeError(f"HeteroGraph.from_pyg expects a torch_geometric HeteroData, got {type(data).__name__} "
                         "(for a homogeneous Data use Graph.from_pyg)")
@@ -32,7 +35,7 @@ def from_pyg(data: Any) -> HeteroGraph:
             raise TypeError(f"HeteroGraph.from_pyg: relation {relation} has no edge_index (only "
                             f"{list(store.keys())}); convert a SparseTensor adj_t to edge_index first")
         edges[relation] = store["edge_index"]
-    hg = HeteroGraph(edges, num_nodes)
+    hg = cls(edges, num_nodes)
     for nt in data.node_types:
         n = hg.num_nodes(nt)
         for key, value in data[nt].items():
@@ -46,7 +49,7 @@ def from_pyg(data: Any) -> HeteroGraph:
     return hg
 
 
-def to_pyg(hg: HeteroGraph) -> Any:
+def to_pyg(hg: Any) -> Any:
     pyg_data = require("torch_geometric.data", "HeteroGraph.to_pyg", "pip install torch_geometric")
     if hg.is_block:
         raise ValueError("HeteroGraph.to_pyg converts a whole graph; a sampled block has separate source and "
@@ -65,7 +68,7 @@ def to_pyg(hg: HeteroGraph) -> Any:
     return data
 
 
-def from_dgl(dgl_graph: Any) -> HeteroGraph:
+def from_dgl(dgl_graph: Any, *, cls: type) -> Any:
     if not hasattr(dgl_graph, "canonical_etypes") or not hasattr(dgl_graph, "ntypes"):
         raise TypeError(f"HeteroGraph.from_dgl expects a DGLGraph, got {type(dgl_graph).__name__}")
     if dgl_graph.is_block:
@@ -76,7 +79,7 @@ def from_dgl(dgl_graph: Any) -> HeteroGraph:
     for relation in dgl_graph.canonical_etypes:
         src, dst = dgl_graph.edges(etype=relation, order="eid")
         edges[tuple(relation)] = (src.to(torch.int64), dst.to(torch.int64))
-    hg = HeteroGraph(edges, num_nodes)
+    hg = cls(edges, num_nodes)
     for nt in dgl_graph.ntypes:
         for key, value in dgl_graph.nodes[nt].data.items():
             hg.ndata[nt][key] = value
@@ -86,7 +89,7 @@ def from_dgl(dgl_graph: Any) -> HeteroGraph:
     return hg
 
 
-def to_dgl(hg: HeteroGraph) -> Any:
+def to_dgl(hg: Any) -> Any:
     dgl = require_dgl("HeteroGraph.to_dgl")
     if hg.is_block:
         raise ValueError("HeteroGraph.to_dgl converts a whole graph, not a sampled block")

@@ -9,6 +9,7 @@ from torch import Tensor
 from unigraph.graph import FeatureStore, _as_edge_index, _check_count
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
+from unigraph.hetero import convert, homogeneous
 from unigraph.hetero.names import Relation, check_relation, check_type_name
 
 
@@ -306,36 +307,35 @@ class HeteroGraph:
     def to_homogeneous(self, node_features: Sequence[str] = (), edge_features: Sequence[str] = ()) -> Graph:
         """One :class:`~unigraph.Graph` over all nodes (type after type) with type ids; see
         :func:`unigraph.hetero.homogeneous.to_homogeneous`."""
-        from unigraph.hetero.homogeneous import to_homogeneous
-        return to_homogeneous(self, node_features, edge_features)
+        return homogeneous.to_homogeneous(self, node_features, edge_features)
 
     @classmethod
-    def from_homogeneous(cls, graph: Graph, node_types: Sequence[str], relations: Sequence[Relation]) -> "HeteroGraph":
-        """The inverse of :meth:`to_homogeneous` (see :func:`unigraph.hetero.homogeneous.from_homogeneous`)."""
-        from unigraph.hetero.homogeneous import from_homogeneous
-        return from_homogeneous(graph, node_types, relations)
+    def from_homogeneous(cls, graph: Graph, node_types: Sequence[str], relations: Sequence[Relation], *,
+                         node_type: Tensor | None = None, edge_type: Tensor | None = None) -> "HeteroGraph":
+        """The inverse of :meth:`to_homogeneous` (see :func:`unigraph.hetero.homogeneous.from_homogeneous`;
+        ``unigraph.hetero.from_homogeneous`` is this method)."""
+        return homogeneous.from_homogeneous(graph, node_types, relations, node_type=node_type, edge_type=edge_type,
+                                            cls=cls)
 
+    # The conversions below the class build it through the `cls` they are given (their modules
+    # sit below this one and name no HeteroGraph class).
     @classmethod
     def from_pyg(cls, data: Any) -> "HeteroGraph":
         """From a PyG ``HeteroData`` (every node and edge tensor attribute comes along)."""
-        from unigraph.hetero.convert import from_pyg
-        return from_pyg(data)
+        return convert.from_pyg(data, cls=cls)
 
     def to_pyg(self) -> Any:
         """A ``torch_geometric.data.HeteroData`` with every relation and feature."""
-        from unigraph.hetero.convert import to_pyg
-        return to_pyg(self)
+        return convert.to_pyg(self)
 
     @classmethod
     def from_dgl(cls, dgl_graph: Any) -> "HeteroGraph":
         """From a DGL heterograph (node and edge features come along). Needs DGL importable."""
-        from unigraph.hetero.convert import from_dgl
-        return from_dgl(dgl_graph)
+        return convert.from_dgl(dgl_graph, cls=cls)
 
     def to_dgl(self) -> Any:
         """A DGL heterograph with every relation and feature. Needs DGL importable."""
-        from unigraph.hetero.convert import to_dgl
-        return to_dgl(self)
+        return convert.to_dgl(self)
 
     def __repr__(self) -> str:
         if self.is_block:

@@ -4,17 +4,20 @@ The homogeneous graph numbers the nodes type after type (in :attr:`HeteroGraph.n
 and the edges relation after relation (in :attr:`HeteroGraph.relations` order, each relation's
 edges in their own order). ``ndata["node_type"]`` holds each node's type id and
 ``edata["edge_type"]`` each edge's relation id (PyG's names; DGL's ``dgl.NTYPE``/``dgl.ETYPE``).
+
+This module sits below :class:`HeteroGraph` (whose ``to_homogeneous``/``from_homogeneous``
+methods call it), so it names no heterograph class: :func:`from_homogeneous` builds the ``cls``
+it is given (``unigraph.hetero.from_homogeneous`` is ``HeteroGraph.from_homogeneous``).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
 
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
-from unigraph.hetero.graph import HeteroGraph
 from unigraph.hetero.names import Relation, check_relation, check_type_name
 
 NODE_TYPE = "node_type"
@@ -45,7 +48,7 @@ def _concat_features(key: str, parts: dict, what: str) -> Tensor:
     return torch.cat(tensors) if tensors else torch.empty(0)
 
 
-def to_homogeneous(hg: HeteroGraph, node_features: Sequence[str] = (), edge_features: Sequence[str] = ()) -> Graph:
+def to_homogeneous(hg: Any, node_features: Sequence[str] = (), edge_features: Sequence[str] = ()) -> Graph:
     """``hg`` as one graph: ``ndata["node_type"]``, ``edata["edge_type"]`` and the requested features
     concatenated (every type, or every relation, must hold them with one shape and dtype)."""
     if hg.is_block:
@@ -87,7 +90,7 @@ def _check_type_ids(name: str, ids: Tensor, rows: int, count: int, what: str) ->
 
 
 def from_homogeneous(graph: Graph, node_types: Sequence[str], relations: Sequence[Relation], *,
-                     node_type: Tensor | None = None, edge_type: Tensor | None = None) -> HeteroGraph:
+                     node_type: Tensor | None = None, edge_type: Tensor | None = None, cls: type) -> Any:
     """A :class:`HeteroGraph` from one graph whose nodes carry type ids (``node_type``, default
     ``graph.ndata["node_type"]``) and whose edges carry relation ids (``edge_type``, default
     ``graph.edata["edge_type"]``); ids index ``node_types`` and ``relations``.
@@ -95,7 +98,8 @@ def from_homogeneous(graph: Graph, node_types: Sequence[str], relations: Sequenc
     Nodes of a type keep their relative order (node ``i`` of type ``t`` is the ``i``-th node of type
     ``t`` in ``graph``), and so do the edges of a relation. Every edge's endpoints must have the
     types its relation names (``ValueError`` otherwise). Every other node / edge feature of
-    ``graph`` is split by type / relation.
+    ``graph`` is split by type / relation. The result is a ``cls`` (``HeteroGraph.from_homogeneous``
+    passes its own class).
     """
     if not isinstance(graph, CoreGraph) or graph.is_bipartite:
         raise TypeError(f"from_homogeneous needs a homogeneous unigraph.Graph, got {graph!r}")
@@ -136,7 +140,7 @@ def from_homogeneous(graph: Graph, node_types: Sequence[str], relations: Sequenc
                 rel_graph.edata[key] = value[edges]
         graphs[relation] = rel_graph
     sizes, firsts = counts.tolist(), starts.tolist()
-    out = HeteroGraph._trusted(graphs, dict(zip(node_types, sizes)))
+    out = cls._trusted(graphs, dict(zip(node_types, sizes)))
     for key, value in graph.ndata.items():
         if key == NODE_TYPE:
             continue
