@@ -40,21 +40,12 @@ from torch import Tensor
 from unigraph import backends as registry
 from unigraph.backends.base import Backend, statistics_dtype
 from unigraph.ops import gradients
+from unigraph.ops.dispatch import traced
 from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
 
 _NUM_GRAPH_TENSORS = 8
 _NO_ARG = (0,)  # shape of the placeholder arg tensors of sum/mean (operators must return tensors)
-_EAGER_TYPES = (torch.Tensor, torch.nn.Parameter)
-
-
-def traced(*tensors: Optional[Tensor]) -> bool:
-    """Whether to dispatch through the custom operator: while compiling, and whenever an input is
-    a tracing tensor (fake or functional tensors of AOTAutograd, export or opcheck), whose data a
-    kernel cannot read."""
-    if torch.compiler.is_compiling():
-        return True
-    return any(t is not None and t.__class__ not in _EAGER_TYPES for t in tensors)
 
 
 def _no_autocast(device: torch.device):

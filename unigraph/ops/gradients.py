@@ -56,6 +56,7 @@ from torch import Tensor
 
 from unigraph.backends.base import scatter_at_rows, statistics_dtype
 from unigraph.ops.broadcast import broadcast_offsets, reduce_to_shape
+from unigraph.ops.dispatch import traced
 from unigraph.structure import GraphTensors
 
 
@@ -149,7 +150,6 @@ def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
 def _scatter_to(backend, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
     """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1): the
     backend's kernel for it, or torch's differentiable form in a double backward or a trace."""
-    from unigraph.ops.custom import traced
     if (torch.is_grad_enabled() and values.requires_grad) or traced(values, rows):
         return scatter_at_rows(values, rows, num_rows, feature_shape)
     return backend.scatter_at_rows(values, rows, num_rows, feature_shape)
