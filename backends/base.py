@@ -202,7 +202,7 @@ class Backend:
                                row_max, row_sum, grad_out, need):
         """A fused first-order backward of gat_attention, for backends that declare
         ``"gat_attention"`` in ``contract.fused_backward`` (signature of
-        :func:`unigraph.ops.gradients.gat_attention_backward` minus the backend)."""
+        :func:`unigraph.ops.gradients.gat_attention_backward` minus its ``calls``)."""
         raise NotImplementedError(f"backend {self.name!r} declares no fused gat_attention backward")
 
     def scatter_at_rows(self, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:

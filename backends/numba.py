@@ -237,10 +237,9 @@ class NumbaBackend(Backend):
     def gat_attention_backward(self, g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max,
                                row_sum, grad_out, need):
         """Fused backward in two node-parallel passes (see unigraph.kernels.cpu.gat)."""
-        if h.shape[2] == 0 or g.num_edges == 0:
-            from unigraph.ops.gradients import gat_attention_backward
-            return gat_attention_backward(g, self, h, el, er, edge_scores, negative_slope, edge_mask,
-                                          out, row_max, row_sum, grad_out, need)
+        if h.shape[2] == 0 or g.num_edges == 0:  # unigraph.ops.custom sends these to the composite formulas
+            raise ValueError(f"the fused gat_attention backward needs edges and features; got {g.num_edges} edges "
+                             f"and {h.shape[2]} features per head")
         _, _, _, gat, _ = _kernels()
         heads = h.shape[1]
         dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)

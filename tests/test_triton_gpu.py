@@ -100,7 +100,7 @@ def test_auto_runs_triton_on_a_large_gpu_graph_and_the_family_resolves_by_skew()
 
 
 def test_fused_gat_backward_is_compiled_and_matches_composite():
-    from unigraph.ops import gradients
+    from unigraph.ops import custom, gradients
     g = random_graph(20_000, 300_000)
     gen = torch.Generator(device=CUDA).manual_seed(2)
     shapes = ((20_000, 4, 32), (20_000, 4), (20_000, 4))
@@ -111,7 +111,7 @@ def test_fused_gat_backward_is_compiled_and_matches_composite():
     go = torch.randn(out.shape, generator=gen, device=CUDA)
     fused = backend.gat_attention_backward(gt, h, el, er, None, 0.2, None, out, row_max, row_sum, go,
                                            (True, True, True, False))
-    composite = gradients.gat_attention_backward(gt, unigraph.backends.get("scatter"), h, el, er, None, 0.2, None,
-                                                 out, row_max, row_sum, go, (True, True, True, False))
+    composite = gradients.gat_attention_backward(gt, custom.Primitives(unigraph.backends.get("scatter")), h, el, er,
+                                                 None, 0.2, None, out, row_max, row_sum, go, (True, True, True, False))
     for a, b in zip(fused[:3], composite[:3]):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

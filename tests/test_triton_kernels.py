@@ -23,7 +23,7 @@ from op_cases import (BINARY_SHAPES, COPY_SHAPES, DOT_SHAPES, TARGET_PAIRS, asse
 from reference import edge_softmax_ref, gat_ref, gspmm_extreme_ref, gsddmm_ref, gspmm_ref
 from triton_setup import DEVICE, triton_kernels_here
 from unigraph import ops
-from unigraph.ops import gradients
+from unigraph.ops import custom, gradients
 
 VARIANTS = ["triton_node", "triton_edge"]
 SMALL_GRAPHS = dict(max_nodes=6, max_edges=12, hub_degree=14)
@@ -148,8 +148,8 @@ def test_fused_gat_backward_matches_the_composite_formulas(data):
     out, row_max, row_sum = backend.gat_attention(g, h, el, er, edge_scores, 0.2, mask)
     go = torch.randn(out.shape, generator=drawn.generator(), dtype=torch.float64).to(DEVICE)
     fused = backend.gat_attention_backward(g, h, el, er, edge_scores, 0.2, mask, out, row_max, row_sum, go, need)
-    composite = gradients.gat_attention_backward(g, unigraph.backends.get("scatter"), h, el, er, edge_scores, 0.2, mask, out, row_max,
-                                                 row_sum, go, need)
+    composite = gradients.gat_attention_backward(g, custom.Primitives(unigraph.backends.get("scatter")), h, el, er,
+                                                 edge_scores, 0.2, mask, out, row_max, row_sum, go, need)
     for a, b, wanted, name in zip(fused, composite, need, ("dh", "del", "der", "dedge_scores")):
         if not wanted or (name == "dedge_scores" and edge_scores is None and b is None):
             continue

@@ -32,6 +32,7 @@ view of an input (custom operators forbid aliasing; ``tests/ops/test_compile_ops
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Optional
 
 import torch
@@ -57,6 +58,29 @@ def _no_autocast(device: torch.device):
 
 def _graph(tensors: list[Tensor], num_src: int, num_dst: int) -> GraphTensors:
     return GraphTensors.from_list(tensors, num_src, num_dst)
+
+
+@dataclasses.dataclass(frozen=True)
+class Primitives:
+    """The graph operators on one backend, reached as the forward reaches them (``call_*`` below:
+    the custom operators while tracing, the autograd Functions eagerly): what the backward formulas
+    of :mod:`unigraph.ops.gradients` call, so that they run on the forward's backend and are
+    themselves differentiable and traceable. gradients.py sits below this module (these Functions
+    call it), so it is handed them rather than importing them. The method names differ from a
+    :class:`~unigraph.backends.Backend`'s kernel methods, so a bare backend passed by mistake
+    fails at the first call instead of running kernels outside autograd."""
+
+    backend: Backend
+
+    def spmm(self, g: GraphTensors, op: str, reduce: str, u: Optional[Tensor], e: Optional[Tensor]) -> Tensor:
+        return call_gspmm(g, self.backend, op, reduce, u, e)
+
+    def sddmm(self, g: GraphTensors, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], lhs_target: str,
+              rhs_target: str) -> Tensor:
+        return call_gsddmm(g, self.backend, op, lhs, rhs, lhs_target, rhs_target)
+
+    def softmax(self, g: GraphTensors, scores: Tensor) -> Tensor:
+        return call_edge_softmax(g, self.backend, scores)
 
 
 # ====================================================================== gspmm
@@ -97,8 +121,9 @@ class GSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out, _grad_arg_u, _grad_arg_e):
         u, e, arg_u, arg_e = ctx.saved_tensors
-        du, de = gradients.gspmm_backward(ctx.graph, *ctx.meta, u, e, arg_u, arg_e, grad_out.contiguous(),
-                                          ctx.needs_input_grad[4], ctx.needs_input_grad[5])
+        backend, op, reduce = ctx.meta
+        du, de = gradients.gspmm_backward(ctx.graph, Primitives(backend), op, reduce, u, e, arg_u, arg_e,
+                                          grad_out.contiguous(), ctx.needs_input_grad[4], ctx.needs_input_grad[5])
         return None, None, None, None, du, de
 
 
@@ -149,7 +174,8 @@ def _gspmm_op_backward(ctx, grad_out, _grad_arg_u, _grad_arg_e):
     saved = ctx.saved_tensors
     u, e, arg_u, arg_e = saved[_NUM_GRAPH_TENSORS:]
     du, de = gradients.gspmm_backward(_graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst),
-                                      registry.get(backend), op, reduce, u, e, arg_u, arg_e, grad_out.contiguous(),
+                                      Primitives(registry.get(backend)), op, reduce, u, e, arg_u, arg_e,
+                                      grad_out.contiguous(),
                                       ctx.needs_input_grad[6], ctx.needs_input_grad[7])
     return [None] * _NUM_GRAPH_TENSORS, None, None, None, None, None, du, de
 
@@ -185,8 +211,9 @@ class GSDDMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         lhs, rhs = ctx.saved_tensors
-        dl, dr = gradients.gsddmm_backward(ctx.graph, *ctx.meta, lhs, rhs, *ctx.targets, grad_out.contiguous(),
-                                           ctx.needs_input_grad[3], ctx.needs_input_grad[4])
+        backend, op = ctx.meta
+        dl, dr = gradients.gsddmm_backward(ctx.graph, Primitives(backend), op, lhs, rhs, *ctx.targets,
+                                           grad_out.contiguous(), ctx.needs_input_grad[3], ctx.needs_input_grad[4])
         return None, None, None, dl, dr, None, None
 
 
@@ -215,7 +242,7 @@ def _gsddmm_op_backward(ctx, grad_out):
     saved = ctx.saved_tensors
     lhs, rhs = saved[_NUM_GRAPH_TENSORS:]
     dl, dr = gradients.gsddmm_backward(_graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst),
-                                       registry.get(backend), op, lhs, rhs, lhs_target, rhs_target,
+                                       Primitives(registry.get(backend)), op, lhs, rhs, lhs_target, rhs_target,
                                        grad_out.contiguous(), ctx.needs_input_grad[5], ctx.needs_input_grad[6])
     return [None] * _NUM_GRAPH_TENSORS, None, None, None, None, dl, dr, None, None
 
@@ -249,7 +276,8 @@ class EdgeSoftmax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         (out,) = ctx.saved_tensors
-        return None, None, gradients.edge_softmax_backward(ctx.graph, ctx.backend, out, grad_out.contiguous())
+        return None, None, gradients.edge_softmax_backward(ctx.graph, Primitives(ctx.backend), out,
+                                                           grad_out.contiguous())
 
 
 def _edge_softmax_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, scores: Tensor) -> Tensor:
@@ -274,7 +302,8 @@ def _edge_softmax_op_backward(ctx, grad_out):
     num_src, num_dst, backend = ctx.meta
     saved = ctx.saved_tensors
     d_scores = gradients.edge_softmax_backward(_graph(list(saved[:_NUM_GRAPH_TENSORS]), num_src, num_dst),
-                                               registry.get(backend), saved[_NUM_GRAPH_TENSORS], grad_out.contiguous())
+                                               Primitives(registry.get(backend)), saved[_NUM_GRAPH_TENSORS],
+                                               grad_out.contiguous())
     return [None] * _NUM_GRAPH_TENSORS, None, None, None, d_scores
 
 
@@ -317,12 +346,13 @@ def _gat_attention_backward(g: GraphTensors, backend: Backend, negative_slope: f
     h, el, er, edge_scores, edge_mask, out, row_max, row_sum = saved
     # Fused kernels read real data and build no autograd graph: a trace, or a double backward
     # (grad mode on inside backward), takes the composite formulas, which dispatch per primitive.
+    # So do empty inputs (no edges, or no features per head), which leave a fused kernel nothing to do.
     if "gat_attention" in backend.contract.fused_backward and not torch.is_grad_enabled() \
-            and not traced(grad_out, h):
+            and not traced(grad_out, h) and g.num_edges and h.shape[2]:
         return backend.gat_attention_backward(g, h, el, er, edge_scores, negative_slope, edge_mask, out, row_max,
                                               row_sum, grad_out.contiguous(), need)
-    return gradients.gat_attention_backward(g, backend, h, el, er, edge_scores, negative_slope, edge_mask,
-                                            out, row_max, row_sum, grad_out.contiguous(), need)
+    return gradients.gat_attention_backward(g, Primitives(backend), h, el, er, edge_scores, negative_slope,
+                                            edge_mask, out, row_max, row_sum, grad_out.contiguous(), need)
 
 
 def _gat_attention_impl(graph: list[Tensor], num_src: int, num_dst: int, backend: str, h: Tensor, el: Tensor,

@@ -42,10 +42,12 @@ recomputed from the saved softmax statistics are right in value but constants to
 with grad mode on inside backward they are recomputed by a (differentiable) edge softmax; the
 rest of its formulas are differentiable primitives already.
 
-All calls below go through the same dispatch as the forward (the registered custom operators
-while compiling), so backward passes are traced by ``torch.compile``, are themselves
-differentiable (double backward works on every op and backend), and run on the same backend as
-the forward.
+Every primitive call below goes through ``calls`` (:class:`unigraph.ops.custom.Primitives`), the
+forward's backend reached through the forward's dispatch (the registered custom operators while
+compiling), so backward passes are traced by ``torch.compile``, are themselves differentiable
+(double backward works on every op and backend), and run on the same backend as the forward.
+This module sits below :mod:`unigraph.ops.custom`, whose autograd Functions call it, so it is
+handed those calls rather than importing them.
 """
 from __future__ import annotations
 
@@ -60,25 +62,7 @@ from unigraph.ops.dispatch import traced
 from unigraph.structure import GraphTensors
 
 
-# ---------------------------------------------------------------------- primitive calls
-# Imported at call time: unigraph.ops.custom imports this module. ``backend`` is the forward's
-# unigraph.backends.Backend.
-def spmm(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | None, e: Tensor | None) -> Tensor:
-    from unigraph.ops.custom import call_gspmm
-    return call_gspmm(g, backend, op, reduce, u, e)
-
-
-def sddmm(g: GraphTensors, backend, op: str, lhs: Tensor | None, rhs: Tensor | None,
-          lhs_target: str, rhs_target: str) -> Tensor:
-    from unigraph.ops.custom import call_gsddmm
-    return call_gsddmm(g, backend, op, lhs, rhs, lhs_target, rhs_target)
-
-
-def softmax(g: GraphTensors, backend, scores: Tensor) -> Tensor:
-    from unigraph.ops.custom import call_edge_softmax
-    return call_edge_softmax(g, backend, scores)
-
-
+# ---------------------------------------------------------------------- helpers
 def in_degree_divisor(g: GraphTensors, like: Tensor) -> Tensor:
     """``max(in_degree, 1)`` shaped to divide a destination-node tensor like ``like``."""
     degree = g.in_degrees().clamp(min=1).to(like.dtype)
@@ -86,54 +70,54 @@ def in_degree_divisor(g: GraphTensors, like: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------- g-SpMM
-def gspmm_backward(g: GraphTensors, backend, op: str, reduce: str, u: Tensor | None, e: Tensor | None,
+def gspmm_backward(g: GraphTensors, calls, op: str, reduce: str, u: Tensor | None, e: Tensor | None,
                    arg_u: Tensor, arg_e: Tensor, go: Tensor, need_u: bool, need_e: bool):
     if reduce in ("max", "min"):
-        return _gspmm_extreme_backward(g, backend, op, u, e, arg_u, arg_e, go, need_u, need_e)
+        return _gspmm_extreme_backward(g, calls, op, u, e, arg_u, arg_e, go, need_u, need_e)
     if reduce == "mean":
         if statistics_dtype(go.dtype) != go.dtype:
-            return _half_mean_backward(g, backend, op, u, e, go, need_u, need_e)
+            return _half_mean_backward(g, calls, op, u, e, go, need_u, need_e)
         go = go / in_degree_divisor(g, go)
     rev = g.reverse()
     du = de = None
     fu = tuple(u.shape[1:]) if u is not None else None
     fe = tuple(e.shape[1:]) if e is not None else None
     if op == "copy_u":
-        du = spmm(rev, backend, "copy_u", "sum", go, None) if need_u else None
+        du = calls.spmm(rev, "copy_u", "sum", go, None) if need_u else None
     elif op == "copy_e":
-        de = sddmm(g, backend, "copy_rhs", None, go, "e", "v") if need_e else None
+        de = calls.sddmm(g, "copy_rhs", None, go, "e", "v") if need_e else None
     elif op in ("u_add_e", "u_sub_e"):
         if need_u:
-            du = spmm(rev, backend, "copy_u", "sum", reduce_to_shape(go, fu), None)
+            du = calls.spmm(rev, "copy_u", "sum", reduce_to_shape(go, fu), None)
         if need_e:
-            de = sddmm(g, backend, "copy_rhs", None, reduce_to_shape(go, fe), "e", "v")
+            de = calls.sddmm(g, "copy_rhs", None, reduce_to_shape(go, fe), "e", "v")
             de = -de if op == "u_sub_e" else de
     elif op in ("u_mul_e", "u_div_e"):
         if need_u:
-            du = reduce_to_shape(spmm(rev, backend, op, "sum", go, e), fu)
+            du = reduce_to_shape(calls.spmm(rev, op, "sum", go, e), fu)
         if need_e:
-            de = _edge_grad_of_product(g, backend, u, go, fe)
+            de = _edge_grad_of_product(g, calls, u, go, fe)
             de = -de / (e * e) if op == "u_div_e" else de
     return du, de
 
 
-def _half_mean_backward(g: GraphTensors, backend, op: str, u, e, go: Tensor, need_u: bool, need_e: bool):
+def _half_mean_backward(g: GraphTensors, calls, op: str, u, e, go: Tensor, need_u: bool, need_e: bool):
     """Mean's backward for half precision: ``go / in_degree`` and the sums after it in float32,
     each gradient rounded once (a float16 in-degree above 65,504 is inf, and ``go / 70000`` is
     subnormal in float16, where summing 1,000 of them loses 0.2%)."""
     wide = statistics_dtype(go.dtype)
-    du, de = gspmm_backward(g, backend, op, "mean", u.to(wide) if u is not None else None,
+    du, de = gspmm_backward(g, calls, op, "mean", u.to(wide) if u is not None else None,
                             e.to(wide) if e is not None else None, None, None, go.to(wide), need_u, need_e)
     return (du.to(u.dtype) if du is not None else None), (de.to(e.dtype) if de is not None else None)
 
 
-def _edge_grad_of_product(g: GraphTensors, backend, u: Tensor, go: Tensor, fe: tuple) -> Tensor:
+def _edge_grad_of_product(g: GraphTensors, calls, u: Tensor, go: Tensor, fe: tuple) -> Tensor:
     """``reduce_to(u[src] * go[dst], fe)``, as a dot product when the reduction is exactly the
     last feature dimension (GAT's attention gradient), so no E x ... x F tensor is built."""
     out = tuple(go.shape[1:])
     if len(out) >= 1 and out[-1] > 1 and fe[-1] == 1 and u.shape[-1] == out[-1] and fe[:-1] == out[:-1]:
-        return sddmm(g, backend, "dot", u, go, "u", "v")
-    return reduce_to_shape(sddmm(g, backend, "mul", u, go, "u", "v"), fe)
+        return calls.sddmm(g, "dot", u, go, "u", "v")
+    return reduce_to_shape(calls.sddmm(g, "mul", u, go, "u", "v"), fe)
 
 
 def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
@@ -147,22 +131,22 @@ def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
     return torch.where(rows >= 0, picked, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-def _scatter_to(backend, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
+def _scatter_to(calls, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
     """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1): the
     backend's kernel for it, or torch's differentiable form in a double backward or a trace."""
     if (torch.is_grad_enabled() and values.requires_grad) or traced(values, rows):
         return scatter_at_rows(values, rows, num_rows, feature_shape)
-    return backend.scatter_at_rows(values, rows, num_rows, feature_shape)
+    return calls.backend.scatter_at_rows(values, rows, num_rows, feature_shape)
 
 
-def _gspmm_extreme_backward(g: GraphTensors, backend, op: str, u, e, arg_u, arg_e, go, need_u, need_e):
+def _gspmm_extreme_backward(g: GraphTensors, calls, op: str, u, e, arg_u, arg_e, go, need_u, need_e):
     out_shape = tuple(go.shape[1:])
     du = de = None
     if op == "copy_u":
-        du = _scatter_to(backend, go, arg_u, g.num_src, tuple(u.shape[1:])) if need_u else None
+        du = _scatter_to(calls, go, arg_u, g.num_src, tuple(u.shape[1:])) if need_u else None
         return du, None
     if op == "copy_e":
-        de = _scatter_to(backend, go, arg_e, g.num_edges, tuple(e.shape[1:])) if need_e else None
+        de = _scatter_to(calls, go, arg_e, g.num_edges, tuple(e.shape[1:])) if need_e else None
         return None, de
     if op in ("u_add_e", "u_sub_e"):
         du_part, de_part = go, (-go if op == "u_sub_e" else go)
@@ -175,68 +159,68 @@ def _gspmm_extreme_backward(g: GraphTensors, backend, op: str, u, e, arg_u, arg_
             safe_e = torch.where(arg_e >= 0, e_sel, torch.ones((), dtype=e_sel.dtype, device=e_sel.device))
             du_part, de_part = go / safe_e, -go * u_sel / (safe_e * safe_e)
     if need_u:
-        du = _scatter_to(backend, du_part, arg_u, g.num_src, tuple(u.shape[1:]))
+        du = _scatter_to(calls, du_part, arg_u, g.num_src, tuple(u.shape[1:]))
     if need_e:
-        de = _scatter_to(backend, de_part, arg_e, g.num_edges, tuple(e.shape[1:]))
+        de = _scatter_to(calls, de_part, arg_e, g.num_edges, tuple(e.shape[1:]))
     return du, de
 
 
 # ---------------------------------------------------------------------- g-SDDMM
-def _sum_into_target(g: GraphTensors, backend, edge_values: Tensor, target: str) -> Tensor:
+def _sum_into_target(g: GraphTensors, calls, edge_values: Tensor, target: str) -> Tensor:
     """Sum per-edge values into the rows of ``target``: per edge, per destination, per source."""
     if target == "e":
         return edge_values
     graph = g if target == "v" else g.reverse()
-    return spmm(graph, backend, "copy_e", "sum", None, edge_values)
+    return calls.spmm(graph, "copy_e", "sum", None, edge_values)
 
 
-def _sum_weighted_into_target(g: GraphTensors, backend, go: Tensor, weight: Tensor,
+def _sum_weighted_into_target(g: GraphTensors, calls, go: Tensor, weight: Tensor,
                               weight_target: str, target: str) -> Tensor:
     """``sum over edges into target of go[edge] * weight[weight_target(edge)]``, fused where the
     shape allows (a g-SpMM ``u_mul_e`` when the weight sits at the far end of the edge)."""
     if target == "e":
-        return sddmm(g, backend, "mul", go, weight, "e", weight_target)
+        return calls.sddmm(g, "mul", go, weight, "e", weight_target)
     if weight_target == "e":
-        return _sum_into_target(g, backend, go * weight, target)
+        return _sum_into_target(g, calls, go * weight, target)
     if weight_target == target:
-        return _sum_into_target(g, backend, go, target) * weight
+        return _sum_into_target(g, calls, go, target) * weight
     graph = g if target == "v" else g.reverse()  # weight on the other endpoint
-    return spmm(graph, backend, "u_mul_e", "sum", weight, go)
+    return calls.spmm(graph, "u_mul_e", "sum", weight, go)
 
 
-def gsddmm_backward(g: GraphTensors, backend, op: str, lhs, rhs, lhs_target: str, rhs_target: str,
+def gsddmm_backward(g: GraphTensors, calls, op: str, lhs, rhs, lhs_target: str, rhs_target: str,
                     go: Tensor, need_lhs: bool, need_rhs: bool):
     fl = tuple(lhs.shape[1:]) if lhs is not None else None
     fr = tuple(rhs.shape[1:]) if rhs is not None else None
     dl = dr = None
     if op in ("copy_lhs", "add", "sub") and need_lhs:
-        dl = _sum_into_target(g, backend, reduce_to_shape(go, fl), lhs_target)
+        dl = _sum_into_target(g, calls, reduce_to_shape(go, fl), lhs_target)
     if op in ("copy_rhs", "add", "sub") and need_rhs:
-        dr = _sum_into_target(g, backend, reduce_to_shape(go, fr), rhs_target)
+        dr = _sum_into_target(g, calls, reduce_to_shape(go, fr), rhs_target)
         dr = -dr if op == "sub" else dr
     if op in ("mul", "dot"):
         if need_lhs:
-            dl = reduce_to_shape(_sum_weighted_into_target(g, backend, go, rhs, rhs_target, lhs_target), fl)
+            dl = reduce_to_shape(_sum_weighted_into_target(g, calls, go, rhs, rhs_target, lhs_target), fl)
         if need_rhs:
-            dr = reduce_to_shape(_sum_weighted_into_target(g, backend, go, lhs, lhs_target, rhs_target), fr)
+            dr = reduce_to_shape(_sum_weighted_into_target(g, calls, go, lhs, lhs_target, rhs_target), fr)
     if op == "div":
         if need_lhs:
-            dl = reduce_to_shape(_sum_weighted_into_target(g, backend, go, 1.0 / rhs, rhs_target, lhs_target), fl)
+            dl = reduce_to_shape(_sum_weighted_into_target(g, calls, go, 1.0 / rhs, rhs_target, lhs_target), fl)
         if need_rhs:
-            summed = reduce_to_shape(_sum_weighted_into_target(g, backend, go, lhs, lhs_target, rhs_target), fr)
+            summed = reduce_to_shape(_sum_weighted_into_target(g, calls, go, lhs, lhs_target, rhs_target), fr)
             dr = -summed / (rhs * rhs)
     return dl, dr
 
 
 # ---------------------------------------------------------------------- edge_softmax
-def edge_softmax_backward(g: GraphTensors, backend, out: Tensor, go: Tensor) -> Tensor:
+def edge_softmax_backward(g: GraphTensors, calls, out: Tensor, go: Tensor) -> Tensor:
     weighted = out * go
-    row_sums = spmm(g, backend, "copy_e", "sum", None, weighted)
-    return weighted - sddmm(g, backend, "mul", out, row_sums, "e", "v")
+    row_sums = calls.spmm(g, "copy_e", "sum", None, weighted)
+    return weighted - calls.sddmm(g, "mul", out, row_sums, "e", "v")
 
 
 # ---------------------------------------------------------------------- gat_attention
-def gat_attention_backward(g: GraphTensors, backend, h: Tensor, el: Tensor, er: Tensor,
+def gat_attention_backward(g: GraphTensors, calls, h: Tensor, el: Tensor, er: Tensor,
                            edge_scores: Tensor | None, negative_slope: float, edge_mask: Tensor | None,
                            out: Tensor, row_max: Tensor, row_sum: Tensor, go: Tensor,
                            need: tuple[bool, bool, bool, bool]):
@@ -249,24 +233,24 @@ def gat_attention_backward(g: GraphTensors, backend, h: Tensor, el: Tensor, er: 
     differentiable = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (h, el, er, edge_scores, go))
     stats = row_max.dtype  # float32 for half precision: weights are recomputed in it
-    z = sddmm(g, backend, "add", el.to(stats), er.to(stats), "u", "v")
+    z = calls.sddmm(g, "add", el.to(stats), er.to(stats), "u", "v")
     if edge_scores is not None:
         z = z + edge_scores.to(stats)
     scores = torch.nn.functional.leaky_relu(z, negative_slope)
     if differentiable:
-        weights = softmax(g, backend, scores)
+        weights = calls.softmax(g, scores)
     else:
         weights = torch.exp(scores - row_max.index_select(0, g.dst)) / row_sum.index_select(0, g.dst)
     kept = weights * edge_mask.to(stats) if edge_mask is not None else weights
-    dh = spmm(g.reverse(), backend, "u_mul_e", "sum", go, kept.to(go.dtype).unsqueeze(-1)) if need[0] else None
+    dh = calls.spmm(g.reverse(), "u_mul_e", "sum", go, kept.to(go.dtype).unsqueeze(-1)) if need[0] else None
     if not any(need[1:]):
         return dh, None, None, None
-    d_weights = sddmm(g, backend, "dot", h, go, "u", "v").squeeze(-1).to(stats)
+    d_weights = calls.sddmm(g, "dot", h, go, "u", "v").squeeze(-1).to(stats)
     if edge_mask is not None:
         d_weights = d_weights * edge_mask.to(stats)
     centre = (out.to(stats) * go.to(stats)).sum(-1)
     d_scores = weights * (d_weights - centre.index_select(0, g.dst))
     dz = torch.where(z > 0, d_scores, d_scores * negative_slope).to(el.dtype)
-    d_el = spmm(g.reverse(), backend, "copy_e", "sum", None, dz) if need[1] else None
-    d_er = spmm(g, backend, "copy_e", "sum", None, dz) if need[2] else None
+    d_el = calls.spmm(g.reverse(), "copy_e", "sum", None, dz) if need[1] else None
+    d_er = calls.spmm(g, "copy_e", "sum", None, dz) if need[2] else None
     return dh, d_el, d_er, (dz if need[3] else None)
