@@ -1,9 +1,12 @@
 """The import graph of the package, read from the source with ``ast`` (nothing is imported).
 
-Two rules of the layering (docs/porting_from_dgl.md, unigraph/user_graph.py):
+The rules of the layering (docs/porting_from_dgl.md, unigraph/user_graph.py):
 
-* the core graph (``unigraph/graph.py``) sits in no import circle: it imports only modules
-  that never import it back, directly or not;
+* no import circle anywhere in ``unigraph/``, ``backends/`` or ``kernels/``: every module imports
+  only modules that never import it back, directly or not (a failure names each circle, module
+  by module, and what to do);
+* in particular the core graph (``unigraph/graph.py``) and the user-facing graph
+  (``unigraph/user_graph.py``) import none of the modules that build graphs for users;
 * the DGL face (``unigraph/dgl/``) is the top: no module outside it imports it.
 
 Every import counts, including those inside functions and under ``TYPE_CHECKING``: a lazy
@@ -82,14 +85,97 @@ def _circle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
     return None
 
 
+def import_circles(graph: dict[str, set[str]]) -> list[tuple[list[str], list[str]]]:
+    """``(group, circle)`` for every strongly connected group of modules (Tarjan's algorithm,
+    iterative), with one shortest circle through its first module: empty when the imports form
+    no circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return [(group, _circle_through({m: graph.get(m, set()) & set(group) for m in group}, group[0]))
+            for group in groups]
+
+
 def test_the_reader_sees_the_known_arrows():
     graph = import_graph()
     assert "unigraph.graph" in graph["unigraph.ops"]
     assert "unigraph.ops" in graph["unigraph.message_passing.lazy"]
     assert "unigraph.graph_compat" in graph["unigraph.graph"]
     assert "unigraph.message_passing.dgl_style" in graph["unigraph.user_graph"]
-    # a circle the reader must find: a -> b -> a
+    # circles the reader must find: a -> b -> a, and every separate one
     assert _circle_through({"a": {"b"}, "b": {"c", "a"}, "c": set()}, "a") == ["a", "b", "a"]
+    assert import_circles({"a": {"b"}, "b": {"c", "a"}, "c": set(), "d": {"e"}, "e": {"f"}, "f": {"d", "a"}}) == [
+        (["a", "b"], ["a", "b", "a"]), (["d", "e", "f"], ["d", "e", "f", "d"])]
+    assert import_circles({"a": {"b", "c"}, "b": {"a"}, "c": {"a"}}) == [(["a", "b", "c"], ["a", "b", "a"])]
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    # a lazy import (inside a function) is an arrow too
+    assert "unigraph.backends.numba" in graph["unigraph.backends"]
+
+
+def test_no_import_circle_anywhere():
+    circles = import_circles(import_graph())
+    lines = ["  " + " -> ".join(circle) + (f"   (circles join {', '.join(group)})" if len(group) >= len(circle) else "")
+             for group, circle in circles]
+    assert not circles, (
+        f"{len(circles)} import circle(s) among unigraph/, backends/ and kernels/ (an import inside a function "
+        "counts too: it only hides the circle). Move what both sides use down into a module both import:\n"
+        + "\n".join(lines))
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_user_graph_sits_below_every_module_that_builds_graphs_for_users():
+    """unigraph.Graph is what datasets, samplers, loaders, heterographs and the link tasks hand
+    out: they import it, so it must reach none of them (nor the core graph)."""
+    graph = import_graph()
+    builders = sorted(name for name, targets in graph.items() if "unigraph.user_graph" in targets)
+    assert {"unigraph.data.generators", "unigraph.sampling.batch", "unigraph.hetero.graph",
+            "unigraph.tasks.link.loader", "unigraph.data.batch"} <= set(builders)
+    for below in ("unigraph.user_graph", "unigraph.graph"):
+        reached = sorted(_reachable(graph, below) & set(builders))
+        assert not reached, f"{below} imports (directly or not) modules that import unigraph.user_graph: {reached}"
 
 
 def test_no_import_circle_through_the_core_graph():
