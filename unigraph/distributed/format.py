@@ -55,6 +55,7 @@ from unigraph.data import limits
 from unigraph.data.checked_file import atomic_write, read_checked, sha256_file, write_checked
 from unigraph.data.errors import DataFileError
 from unigraph.data.npz_file import read_npz
+from unigraph.distributed import chunked_parts
 from unigraph.distributed.book import PartitionBook
 
 FORMAT = "unigraph.partitions"
@@ -72,8 +73,11 @@ class PartitionFormatError(DataFileError):
     (``path``: the file or directory refused, ``problem``: why)."""
 
 
-def part_file(part: int) -> str:
-    return f"part-{part}.npz"
+LAYOUTS = ("npz", "chunked")   # chunked: each part a chunked graph directory (unigraph.distributed.chunked_parts)
+
+
+def part_file(part: int, layout: str = "npz") -> str:
+    return f"part-{part}.npz" if layout == "npz" else f"part-{part}"
 
 
 def new_set_id() -> str:
@@ -98,6 +102,7 @@ class PartitionSetInfo:
     method: dict
     report: dict
     dataset: str
+    layout: str = "npz"
 
     @property
     def book(self) -> PartitionBook:
@@ -185,9 +190,11 @@ def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
     _require(book.num_nodes == raw["num_nodes"], path, f"offsets end at {book.num_nodes}, num_nodes={raw['num_nodes']}")
     _require(raw["feature_dtype"] in ("float16", "bfloat16", "float32", "float64"), path,
              f"feature_dtype {raw['feature_dtype']!r} is not a float type")
+    layout = raw.setdefault("layout", "npz")   # sets written before the chunked layout have no layout field
+    _require(layout in LAYOUTS, path, f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     for part, entry in enumerate(raw["parts"]):
-        _require(isinstance(entry, dict) and entry.get("file") == part_file(part), path,
-                 f"part entry {part} must name {part_file(part)}, got {entry!r}")
+        _require(isinstance(entry, dict) and entry.get("file") == part_file(part, layout), path,
+                 f"part entry {part} must name {part_file(part, layout)}, got {entry!r}")
         _require(isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64, path,
                  f"part entry {part} has no SHA-256")
         for count in PART_COUNTS + ("bytes",):
@@ -235,6 +242,8 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
     """
     if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
         raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
+    if info.layout == "chunked":  # mapped from disk, checked chunk by chunk
+        return chunked_parts.read_part(info, part, names, verify=verify, error=PartitionFormatError)
     path = info.directory / part_file(part)
     entry = info.parts[part]
     if not path.is_file():

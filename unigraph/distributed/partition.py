@@ -35,6 +35,7 @@ import torch
 
 from unigraph._optional import require
 from unigraph.data import NodeDataset
+from unigraph.distributed import chunked_parts
 from unigraph.distributed import format as fmt
 from unigraph.sampling.csr_view import csr_ranges
 from unigraph.sampling.partition import partition_graph
@@ -104,8 +105,10 @@ def _balance(values: list[int]) -> float:
 
 
 def partition_dataset(dataset: NodeDataset, num_parts: int, out: str | os.PathLike, *, method: str = "metis",
-                      seed: int = 0) -> fmt.PartitionSetInfo:
-    """Partition ``dataset`` into ``num_parts`` parts with ``method`` and write the set to ``out``.
+                      seed: int = 0, layout: str = "npz") -> fmt.PartitionSetInfo:
+    """Partition ``dataset`` into ``num_parts`` parts with ``method`` and write the set to ``out``
+    (``layout``: ``"npz"`` files, or ``"chunked"`` directories mapped when loaded,
+    :mod:`unigraph.distributed.chunked_parts`).
 
     Returns the set's metadata (its ``report`` holds the edge cut, balance and halo sizes;
     :func:`format_report` prints them). Node ids are renumbered partition-major
@@ -113,6 +116,8 @@ def partition_dataset(dataset: NodeDataset, num_parts: int, out: str | os.PathLi
     """
     if not isinstance(dataset, NodeDataset):
         raise TypeError(f"partition_dataset needs a unigraph.data.NodeDataset, got {type(dataset).__name__}")
+    if layout not in fmt.LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(fmt.LAYOUTS)}, got {layout!r}")
     assignment, details = assign_parts(dataset, num_parts, method, seed)
     graph = dataset.graph
     n, num_edges = graph.num_nodes, graph.num_edges
@@ -124,6 +129,7 @@ def partition_dataset(dataset: NodeDataset, num_parts: int, out: str | os.PathLi
     ptr, sources, eids = graph.in_csr()
     out_degree = graph.out_degrees()
     index_dtype = np.int32 if n < 2 ** 31 else np.int64
+    num_classes = int(dataset.y.max()) + 1 if n else 0
     set_id = fmt.new_set_id()
     directory = fmt.begin_write(out)
     parts = []
@@ -141,7 +147,11 @@ def partition_dataset(dataset: NodeDataset, num_parts: int, out: str | os.PathLi
                   "train_mask": dataset.train_mask[rows].numpy(), "val_mask": dataset.val_mask[rows].numpy(),
                   "test_mask": dataset.test_mask[rows].numpy(), "out_degree": out_degree[rows].numpy(),
                   "halo_ids": halo.numpy(), "halo_out_degree": out_degree[orig_of_new[halo]].numpy()}
-        entry = fmt.write_part(directory, set_id, p, arrays)
+        if layout == "npz":
+            entry = fmt.write_part(directory, set_id, p, arrays)
+        else:
+            entry = chunked_parts.write_part(directory, set_id, p, arrays, num_nodes=n, num_edges=num_edges,
+                                             num_classes=num_classes)
         entry.update(nodes=end - first, edges=int(indices.numel()), train=int(arrays["train_mask"].sum()),
                      val=int(arrays["val_mask"].sum()), test=int(arrays["test_mask"].sum()), halo=int(halo.numel()),
                      cut_in_edges=int(remote.sum()))
@@ -155,9 +165,9 @@ def partition_dataset(dataset: NodeDataset, num_parts: int, out: str | os.PathLi
     info = fmt.PartitionSetInfo(
         directory=directory, set_id=set_id, num_parts=num_parts, num_nodes=n, num_edges=num_edges,
         num_features=dataset.num_features, feature_dtype=str(dataset.x.dtype).replace("torch.", ""),
-        num_classes=int(dataset.y.max()) + 1 if n else 0,
+        num_classes=num_classes,
         max_in_degree=int(graph.in_degrees().max()) if n else 0, offsets=offsets, parts=parts, method=details,
-        report=report, dataset=dataset.name)
+        report=report, dataset=dataset.name, layout=layout)
     fmt.write_metadata(info)
     return info
 

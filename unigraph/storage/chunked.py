@@ -538,3 +538,37 @@ class ChunkedGraph:
 @dataclasses.dataclass
 class _ValueState:
     last: int | None = None
+
+
+class ArrayStream:
+    """Rows of one array read in order, any number at a time (:meth:`take`), through
+    :meth:`ChunkedGraph.chunks` (so every chunk is checked as it is read). Memory: the chunk being
+    consumed and what a call asks for."""
+
+    def __init__(self, graph: ChunkedGraph, name: str):
+        self.name = name
+        self.remaining = graph.shape(name)[0]
+        self._chunks = graph.chunks(name)
+        self._pending: list[np.ndarray] = []
+        self._have = 0
+        self._empty = np.zeros((0,) + graph.shape(name)[1:], dtype=graph.dtype(name))
+
+    def take(self, rows: int) -> np.ndarray:
+        """The next ``rows`` rows (a new array, or a view of a chunk read for it)."""
+        if rows > self.remaining:
+            raise ValueError(f"array {self.name!r} has {self.remaining} rows left, {rows} were asked for")
+        while self._have < rows:
+            _, chunk = next(self._chunks)
+            self._pending.append(chunk)
+            self._have += len(chunk)
+        if rows == 0:
+            return self._empty
+        joined = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending = [joined[rows:]] if len(joined) > rows else []
+        self._have -= rows
+        self.remaining -= rows
+        if self.remaining == 0:
+            for _ in self._chunks:   # run the reader to its end: its last checks happen there
+                pass
+        return joined[:rows]
+

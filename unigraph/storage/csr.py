@@ -30,7 +30,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from unigraph.storage.chunked import ChunkedGraph, ChunkedWriter
+from unigraph.storage.chunked import ArrayStream, ChunkedGraph, ChunkedWriter
 
 RECORD = np.dtype([("pos", "<i8"), ("src", "<i8"), ("eid", "<i8")])
 
@@ -38,35 +38,18 @@ RECORD = np.dtype([("pos", "<i8"), ("src", "<i8"), ("eid", "<i8")])
 def aligned_blocks(graph: ChunkedGraph, names: Sequence[str], rows: int | None = None
                    ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """``(first row, {name: rows})`` over arrays of equal length, streamed together in blocks of
-    at most ``rows`` rows (default: the smallest manifest chunk among them). Each array is read
-    (and checked) through :meth:`ChunkedGraph.chunks`, whatever its own chunk size."""
+    at most ``rows`` rows (default: the smallest manifest chunk among them), each read and checked
+    through :class:`~unigraph.storage.chunked.ArrayStream` whatever its own chunk size."""
     lengths = {graph.shape(name)[0] for name in names}
     if len(lengths) != 1:
         raise ValueError(f"arrays {list(names)} have different lengths {sorted(lengths)}")
     total = lengths.pop()
     if rows is None:
         rows = min(graph.manifest["arrays"][name]["chunk_rows"] for name in names)
-    streams = {name: graph.chunks(name) for name in names}
-    pending = {name: [] for name in names}
-    have = dict.fromkeys(names, 0)
-    first = 0
-    while first < total:
+    streams = {name: ArrayStream(graph, name) for name in names}
+    for first in range(0, total, rows):
         take = min(rows, total - first)
-        block = {}
-        for name in names:
-            while have[name] < take:
-                _, chunk = next(streams[name])
-                pending[name].append(chunk)
-                have[name] += len(chunk)
-            joined = np.concatenate(pending[name]) if len(pending[name]) > 1 else pending[name][0]
-            block[name] = joined[:take]
-            pending[name] = [joined[take:]] if len(joined) > take else []
-            have[name] -= take
-        yield first, block
-        first += take
-    for stream in streams.values():  # run each to its end: its last checks (the row pointers' end) happen there
-        for _ in stream:
-            pass
+        yield first, {name: stream.take(take) for name, stream in streams.items()}
 
 
 def _counter(path: pathlib.Path, n: int) -> np.ndarray:
