@@ -12,6 +12,7 @@
     unigraph train --task link --dataset Cora --root DIR   # GAE link prediction (see train/task_jobs.py)
     unigraph train --log-dir DIR                     # per-epoch metrics.csv/.json and curves.png in DIR
     unigraph partition --parts 4 --out DIR           # a partition set; then: unigraph train --partitions DIR
+    unigraph chunk generate --nodes N --out G        # a graph on disk; then: unigraph train --chunked G (out of core)
     unigraph info                                    # which kernels are available here
     unigraph bench GRAPH [--model gcn]               # time every backend (and DGL/PyG) on your graph
 
@@ -33,6 +34,7 @@ from unigraph import bench
 from unigraph.cli_common import USER_ERRORS, _int_list, _print_summary, check_files, spec_from_args
 from unigraph.cli_parser import Parser
 from unigraph.distributed import cli as partitioned
+from unigraph.storage import cli as on_disk
 from unigraph.train import job as jobs
 from unigraph.train import task_jobs
 from unigraph.train.config import SCHEDULES
@@ -50,12 +52,13 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
     arguments)."""
     parser = Parser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
                                      "kernels for your graph")
-    commands = parser.add_subparsers(dest="command", metavar="{train,partition,info,bench}")
+    commands = parser.add_subparsers(dest="command", metavar="{train,partition,chunk,info,bench}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
     bench_parser = commands.add_parser("bench", help="time every backend (and DGL/PyG) on a graph",
                                        description=bench.__doc__.split("\n\n")[0])
     bench.add_arguments(bench_parser)
     partitioned.add_partition_command(commands)
+    on_disk.add_chunk_command(commands)
     train = commands.add_parser("train", help="train a node classifier, a graph classifier or a link predictor")
     data = train.add_argument_group("data and model")
     data.add_argument("--task", default="node", choices=task_jobs.TASKS, help="node (default) classification, "
@@ -110,12 +113,15 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
     run.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events to --log-dir "
                      "(needs tensorboard)")
     partitioned.add_train_arguments(train)
+    on_disk.add_train_arguments(train)
     return parser, train, bench_parser
 
 
 def _train(parser: argparse.ArgumentParser, args) -> int:
     if args.partitions is not None:
         return partitioned.run_partitioned_train(parser, args)
+    if args.chunked is not None:
+        return on_disk.run_chunked_train(parser, args)
     if args.task != "node":
         try:
             task_jobs.apply_task_defaults(args)
@@ -170,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "bench":
         return bench.run_command(bench_parser, args, argv)
-    if args.command == "partition":
+    if args.command in ("partition", "chunk"):
         return args.run(args)
     return _train(train_parser, args)
 

@@ -1,6 +1,7 @@
 """The command line of partitioned graphs: ``unigraph partition`` and ``unigraph train --partitions``.
 
     unigraph partition --dataset synthetic --parts 4 --out DIR [--method metis|lp|random]
+    unigraph partition --chunked GRAPH --parts 4 --out DIR [--method ldg|fennel] [--workers W]   # bounded memory
     unigraph train --partitions DIR --nproc 4 --model sage --epochs 2 --batch-size 256 --fanouts 10,5
     unigraph train --partitions DIR --nproc 2 --num-samplers 1        # a sampler process per trainer
     # two machines, two trainers each (run on each machine, --node-rank 0 and 1):
@@ -21,7 +22,8 @@ import sys
 from unigraph.cli_common import USER_ERRORS, _int_list, check_files, spec_from_args
 from unigraph.cli_common import _print_summary as print_done
 from unigraph.distributed import format as fmt
-from unigraph.distributed.partition import METHODS, format_report, partition_dataset
+from unigraph.distributed.partition import format_report, partition_dataset
+from unigraph.distributed.streaming import METHODS, partition_chunked
 from unigraph.distributed.train import DistJobSpec, build_model, partitioned_layout, run_partitioned_job
 from unigraph.train import job as jobs
 from unigraph.train.distributed import launched_by_environment, listen_on_master, resolve_master
@@ -42,10 +44,22 @@ def add_partition_command(commands) -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=int, default=2000, help="nodes of the synthetic graph (default 2000)")
     parser.add_argument("--parts", type=int, required=True, help="number of partitions (= trainers)")
     parser.add_argument("--out", required=True, help="directory to write the partition set to")
-    parser.add_argument("--method", default="metis", choices=METHODS,
+    parser.add_argument("--method", choices=METHODS,
                         help="metis (default; needs the `partition` extra: pymetis), lp (built-in: BFS + balanced "
-                             "label propagation) or random")
+                             "label propagation) or random; with --chunked also ldg (its default) or fennel: streaming, "
+                             "memory bounded by the chunk size")
     parser.add_argument("--seed", type=int, default=0, help="default 0")
+    chunked = parser.add_argument_group("graphs on disk (unigraph.distributed.streaming)")
+    chunked.add_argument("--chunked", help="partition the chunked graph in DIR (`unigraph chunk`) into a set of "
+                         "chunked parts (mapped when trained on)")
+    chunked.add_argument("--layout", choices=["npz", "chunked"], help="parts as .npz files or chunked directories "
+                         "(default: npz; chunked with --chunked)")
+    chunked.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    chunked.add_argument("--passes", type=int, default=1, help="streaming passes (restreaming; default 1)")
+    chunked.add_argument("--imbalance", type=float, default=0.05, help="streaming: parts hold at most (1 + this) "
+                         "times the mean nodes and training nodes (default 0.05)")
+    chunked.add_argument("--chunk-mib", type=float, default=64.0, help="rows per block of the streaming passes, "
+                         "in MiB of features (default 64)")
     parser.set_defaults(run=functools.partial(run_partition, parser))
     return parser
 
@@ -72,10 +86,20 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
 
 def run_partition(parser: argparse.ArgumentParser, args) -> int:
     try:
-        if args.nodes < 100:
-            raise ValueError(f"--nodes must be >= 100, got {args.nodes}")
-        dataset = jobs.load_dataset(jobs.JobSpec(dataset=args.dataset, root=args.root, synthetic_nodes=args.nodes))
-        info = partition_dataset(dataset, args.parts, args.out, method=args.method, seed=args.seed)
+        if args.chunked is not None:
+            if args.layout == "npz":
+                raise ValueError("--chunked writes chunked parts (drop --layout npz)")
+            info = partition_chunked(args.chunked, args.parts, args.out, method=args.method or "ldg", seed=args.seed,
+                                     passes=args.passes, imbalance=args.imbalance, workers=args.workers,
+                                     chunk_bytes=int(args.chunk_mib * 2 ** 20))
+        else:
+            if args.nodes < 100:
+                raise ValueError(f"--nodes must be >= 100, got {args.nodes}")
+            if args.method in ("ldg", "fennel"):
+                raise ValueError(f"--method {args.method} streams a graph on disk: give --chunked DIR (`unigraph chunk`)")
+            dataset = jobs.load_dataset(jobs.JobSpec(dataset=args.dataset, root=args.root, synthetic_nodes=args.nodes))
+            info = partition_dataset(dataset, args.parts, args.out, method=args.method or "metis", seed=args.seed,
+                                     layout=args.layout or "npz")
     except (*USER_ERRORS, ImportError) as err:  # ImportError: --method metis without pymetis
         parser.error(str(err))
     print(format_report(info), flush=True)

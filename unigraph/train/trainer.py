@@ -66,9 +66,9 @@ def make_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
 
 def resolve_fanouts(config: TrainConfig, model: torch.nn.Module, graph) -> list[int]:
     """Concrete fanouts for :class:`NeighborSampler`: ``-1`` (and ``None``) become the largest
-    in-degree, which keeps every in-edge."""
+    in-degree, which keeps every in-edge (``graph``: a Graph, or its largest in-degree)."""
     fanouts = config.fanouts if config.fanouts is not None else (ALL_NEIGHBOURS,) * num_layers(model)
-    everything = max(1, graph.stats().max_in_degree)
+    everything = max(1, graph if isinstance(graph, int) else graph.stats().max_in_degree)
     return [everything if f == ALL_NEIGHBOURS else f for f in fanouts]
 
 
