@@ -19,6 +19,7 @@ import functools
 import os
 import sys
 
+from unigraph import numa
 from unigraph.cli_common import USER_ERRORS, _int_list, check_files, spec_from_args
 from unigraph.cli_common import _print_summary as print_done
 from unigraph.distributed import format as fmt
@@ -80,6 +81,8 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
     group.add_argument("--master-addr", default="127.0.0.1", help="address of machine 0, where the rendezvous store "
                        "listens (default 127.0.0.1: one machine). torch.distributed has no authentication: use a "
                        "private network (docs/security.md)")
+    group.add_argument("--numa", action="store_true", help="one process per NUMA node, bound to its cores with a "
+                       "thread per core (unigraph.numa; nothing changes on one node)")
     group.add_argument("--master-port", type=int, help="rendezvous port on machine 0 (default: a free port; give "
                        "one when --nnodes > 1)")
 
@@ -182,9 +185,12 @@ def run_partitioned_train(parser: argparse.ArgumentParser, args) -> int:
         return 0
     env = {"WORLD_SIZE": str(nproc * args.nnodes), "MASTER_ADDR": args.master_addr,
            "MASTER_PORT": str(args.master_port or free_port(args.master_addr))}
+    if args.numa and args.threads is not None:
+        parser.error("--numa sets the threads of each process (its node's cores): drop --threads")
     try:
-        summaries = launch(run_partitioned_job, nproc, args=(spec,), threads=spec.threads, env=env,
-                           timeout=max(3600.0, 10 * spec.train.timeout))
+        start = numa.launch if args.numa else launch
+        summaries = start(run_partitioned_job, nproc, args=(spec,), threads=spec.threads, env=env,
+                          timeout=max(3600.0, 10 * spec.train.timeout))
     except LaunchError as err:
         print(f"unigraph train: the job failed: {err}", file=sys.stderr, flush=True)
         return 1
