@@ -121,3 +121,10 @@ def test_halo_order_is_checked(chunked, tmp_path):
     fmt.write_metadata(info)
     with pytest.raises(fmt.PartitionFormatError, match="halo_ids must be sorted"):
         LocalPartition.load(tmp_path, 0)
+
+
+def test_parts_without_edge_ids(chunked, tmp_path):
+    info = partition_chunked(chunked, 2, tmp_path, method="fennel", eids=False)
+    assert LocalPartition.load(tmp_path, 0).eids is None
+    with pytest.raises(fmt.PartitionFormatError, match="written without edge ids"):
+        fmt.load_part_arrays(info, 0, names=("eids",))

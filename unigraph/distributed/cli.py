@@ -59,6 +59,8 @@ def add_partition_command(commands) -> argparse.ArgumentParser:
     chunked.add_argument("--passes", type=int, default=1, help="streaming passes (restreaming; default 1)")
     chunked.add_argument("--imbalance", type=float, default=0.05, help="streaming: parts hold at most (1 + this) "
                          "times the mean nodes and training nodes (default 0.05)")
+    chunked.add_argument("--no-eids", action="store_true", help="leave the original edge ids out of chunked parts "
+                         "(8 bytes an edge; training does not read them)")
     chunked.add_argument("--chunk-mib", type=float, default=64.0, help="rows per block of the streaming passes, "
                          "in MiB of features (default 64)")
     parser.set_defaults(run=functools.partial(run_partition, parser))
@@ -94,7 +96,7 @@ def run_partition(parser: argparse.ArgumentParser, args) -> int:
                 raise ValueError("--chunked writes chunked parts (drop --layout npz)")
             info = partition_chunked(args.chunked, args.parts, args.out, method=args.method or "ldg", seed=args.seed,
                                      passes=args.passes, imbalance=args.imbalance, workers=args.workers,
-                                     chunk_bytes=int(args.chunk_mib * 2 ** 20))
+                                     chunk_bytes=int(args.chunk_mib * 2 ** 20), eids=not args.no_eids)
         else:
             if args.nodes < 100:
                 raise ValueError(f"--nodes must be >= 100, got {args.nodes}")

@@ -81,7 +81,7 @@ def _new_ids(assignment: np.ndarray, offsets: list[int], work: pathlib.Path, ste
 
 
 def _write_parts(directory: str, verify: bool, work: str, out: str, set_id: str, parts: list[int],
-                 offsets: list[int], num_classes: int, chunk_bytes: int) -> list[dict]:
+                 offsets: list[int], num_classes: int, chunk_bytes: int, with_eids: bool) -> list[dict]:
     """One pass over the graph writing the parts ``parts`` (see the module docstring); their entries."""
     graph = ChunkedGraph(directory, verify=verify)
     work, out = pathlib.Path(work), pathlib.Path(out)
@@ -93,7 +93,7 @@ def _write_parts(directory: str, verify: bool, work: str, out: str, set_id: str,
     has_eids = graph.has("in_eids")
     writers = {p: PartWriter(out, set_id, p, num_owned=offsets[p + 1] - offsets[p], num_nodes=n, num_edges=e,
                              num_features=graph.num_features, feature_dtype=graph.dtype("x"), num_classes=num_classes,
-                             eids=True, chunk_bytes=chunk_bytes) for p in parts}
+                             eids=with_eids, chunk_bytes=chunk_bytes) for p in parts}
     counts = {p: dict.fromkeys(("train", "val", "test", "cut_in_edges"), 0) for p in parts}
     try:
         streams = {name: ArrayStream(graph, name) for name in ("in_indptr", "in_indices", *NODE_ARRAYS)}
@@ -123,7 +123,8 @@ def _write_parts(directory: str, verify: bool, work: str, out: str, set_id: str,
                 counts[p]["cut_in_edges"] += int(remote.sum())
                 for key, mask in (("train", "train_mask"), ("val", "val_mask"), ("test", "test_mask")):
                     counts[p][key] += int(node[mask][owned].sum())
-                writers[p].append(orig_ids=a + owned, degrees=degree[owned], indices=src, eids=eids[edge],
+                writers[p].append(orig_ids=a + owned, degrees=degree[owned], indices=src,
+                                  **({"eids": eids[edge]} if with_eids else {}),
                                   **{name: node[name][owned] for name in NODE_ARRAYS})
         out_degree = graph.array("out_degree")
         step = max(1, chunk_bytes // 8)
@@ -146,9 +147,10 @@ def _write_parts(directory: str, verify: bool, work: str, out: str, set_id: str,
 
 def write_assigned(graph: ChunkedGraph, assignment: np.ndarray, num_parts: int, out: str | os.PathLike, *,
                    method: dict, work_dir: str | os.PathLike, workers: int = 1,
-                   chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> fmt.PartitionSetInfo:
+                   chunk_bytes: int = DEFAULT_CHUNK_BYTES, eids: bool = True) -> fmt.PartitionSetInfo:
     """Relabel and shuffle ``graph`` into the partition set ``out`` by ``assignment`` (an int32
-    array of parts, one per node, in ``work_dir/assign.i32``); see the module docstring."""
+    array of parts, one per node, in ``work_dir/assign.i32``); see the module docstring.
+    ``eids=False`` leaves out the original edge ids (8 bytes an edge; training does not read them)."""
     missing = [name for name in ("in_indptr", "in_indices", *NODE_ARRAYS) if not graph.has(name)]
     if missing:
         raise ValueError(f"{graph.directory}: a partition set needs the arrays {missing} (features, labels, masks, "
@@ -167,7 +169,7 @@ def write_assigned(graph: ChunkedGraph, assignment: np.ndarray, num_parts: int, 
         shutil.rmtree(directory / f"part-{p}", ignore_errors=True)
     shares = [list(range(w, num_parts, workers)) for w in range(min(workers, num_parts))]
     args = (str(graph.directory), graph.verify, str(work), str(directory), set_id)
-    tail = (offsets, graph.num_classes, chunk_bytes)
+    tail = (offsets, graph.num_classes, chunk_bytes, eids)
     if len(shares) == 1:
         entries = _write_parts(*args, shares[0], *tail)
     else:
@@ -204,7 +206,7 @@ def partition_chunked(graph: ChunkedGraph | str | os.PathLike, num_parts: int, o
                       method: str = "ldg", seed: int = 0, passes: int = 1, imbalance: float = 0.05,
                       balance: tuple[str, ...] = ("nodes", "train"), workers: int = 1, block_nodes: int = 1 << 16,
                       chunk_bytes: int = DEFAULT_CHUNK_BYTES, work_dir: str | os.PathLike | None = None,
-                      verify: bool = True) -> fmt.PartitionSetInfo:
+                      verify: bool = True, eids: bool = True) -> fmt.PartitionSetInfo:
     """Partition a chunked graph into a chunked partition set (see the module docstring); the set's
     ``method`` records the method's settings and the run's time and peak memory."""
     if method not in METHODS:
@@ -225,7 +227,7 @@ def partition_chunked(graph: ChunkedGraph | str | os.PathLike, num_parts: int, o
                 assignment[:] = parts
             assigned = time.perf_counter()
             info = write_assigned(graph, assignment, num_parts, out, method={**details}, work_dir=work,
-                                  workers=workers, chunk_bytes=chunk_bytes)
+                                  workers=workers, chunk_bytes=chunk_bytes, eids=eids)
         info.method.update(seconds_assign=round(assigned - began, 3),
                            seconds_write=round(time.perf_counter() - assigned, 3),
                            peak_rss_anon_bytes=peak.peaks.get("RssAnon"), peak_vm_hwm_bytes=peak.peaks.get("VmHWM"))
