@@ -2,15 +2,16 @@
 
 For each size in ``--sizes`` (nodes) a planted-partition graph (:mod:`unigraph.storage.generate`:
 ``--features`` float32 features, mean in-degree ``--degree``, 4 classes, homophily 0.6, class
-separation 0.6, 10% training, 1% validation, 1% test nodes) goes through these phases, **each in
+separation 0.6, 10% training nodes, ``--val-fraction`` and ``--test-fraction`` validating and
+testing, 1% each by default) goes through these phases, **each in
 fresh processes whose memory is sampled from outside** every 0.1 s (``/proc/<pid>/status`` of the
 phase's process and every descendant): the peak of ``RssAnon`` (private memory: what the phase
 allocated) and of ``VmHWM`` (the kernel's peak resident set, mapped file pages included: page
 cache the kernel takes back under pressure).
 
 1. **generate** - ``unigraph chunk generate``: the graph straight to disk, a block at a time.
-2. **partition** - ``unigraph partition --chunked G --method ldg --parts P`` (streaming, bounded
-   memory); and, for sizes up to ``--metis-max-nodes``, METIS on the same graph read into memory
+2. **partition** - ``unigraph partition --chunked G --method ldg --parts P --no-eids`` (streaming,
+   bounded memory); and, for sizes up to ``--metis-max-nodes``, METIS on the same graph read into memory
    (``--method metis``), for the edge cut and balance beside it.
 3. **out of core, 1 process** - :class:`unigraph.storage.train.OutOfCoreTrainer`: GraphSAGE (2
    layers, hidden 128, no dropout), fanouts ``--fanouts``, batch ``--batch-size``, Adam, ``--epochs``
@@ -238,7 +239,8 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
     if not (args.reuse and (graph / "graph.json").is_file()):
         out["generate"] = run_phase("generate", UNIGRAPH + [
             "chunk", "generate", "--out", str(graph), "--nodes", str(nodes), "--features", str(args.features),
-            "--degree", str(args.degree), "--chunk-mib", str(args.chunk_mib)], logs / f"generate-{nodes}.log")
+            "--degree", str(args.degree), "--chunk-mib", str(args.chunk_mib), "--val-fraction", str(args.val_fraction),
+            "--test-fraction", str(args.test_fraction)], logs / f"generate-{nodes}.log")
     chunked = ChunkedGraph(graph, verify=False)
     out["graph"] = {"edges": chunked.num_edges, "data_gib": round(chunked.nbytes() / 2 ** 30, 3),
                     "features_gib": round(chunked.nbytes("x") / 2 ** 30, 3)}
@@ -252,7 +254,8 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
     if not args.skip_partitions:
         out["partition"] = run_phase("partition (LDG, streaming)", UNIGRAPH + [
             "partition", "--chunked", str(graph), "--parts", str(args.parts), "--out", str(parts), "--method", "ldg",
-            "--workers", str(args.workers), "--chunk-mib", str(args.chunk_mib)], logs / f"partition-{nodes}.log")
+            "--workers", str(args.workers), "--chunk-mib", str(args.chunk_mib), "--no-eids"],
+            logs / f"partition-{nodes}.log")
         out["partition"].update(_partition_report(parts))
     child = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", "--graph", str(graph),
              "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--fanouts",
@@ -320,6 +323,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="250000,1000000", help="node counts, comma-separated")
     parser.add_argument("--features", type=int, default=128)
     parser.add_argument("--degree", type=int, default=16)
+    parser.add_argument("--val-fraction", type=float, default=0.01)
+    parser.add_argument("--test-fraction", type=float, default=0.01)
     parser.add_argument("--parts", type=int, default=4)
     parser.add_argument("--workers", type=int, default=1, help="processes of the streaming partitioner")
     parser.add_argument("--epochs", type=int, default=2)

@@ -67,6 +67,7 @@ def report_placement() -> tuple:
     return sorted(os.sched_getaffinity(0)), torch.get_num_threads()
 
 
+@pytest.mark.slow   # spawns two processes: 3-18 s on the shared machine; bind() itself is tested above
 def test_launch_binds_every_process(tmp_path):
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
