@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from unigraph import function as fn
 from unigraph import ops
 from unigraph.graph import Graph
+from unigraph.user_graph import Graph as UserGraph
 from unigraph.sampling.batch import block_from_csr
 from unigraph.sampling.csr_view import InCSR, csr_ranges, in_csr_view
 from unigraph.sampling.neighbor import NeighborSampler
@@ -84,7 +85,7 @@ def precompute_ax(graph: Graph | InCSR, x: Tensor, *, rows: tuple[int, int] | No
         unique, local = torch.unique(sources, return_inverse=True)
         indptr = torch.zeros(b - a + 1, dtype=torch.int64)
         torch.cumsum(counts, 0, out=indptr[1:])
-        block = block_from_csr(indptr, local, unique.numel(), None)
+        block = UserGraph.view(block_from_csr(indptr, local, unique.numel(), None))
         degree_src = ptr[unique + 1] - ptr[unique]
         weight = gcn_weights(counts.repeat_interleave(counts), degree_src[local]).to(x.dtype)
         block.srcdata["x"] = x[unique]
@@ -239,6 +240,7 @@ class ControlVariateGCN(nn.Module):
 def exact_logits(model: ControlVariateGCN, graph: Graph, ax: Tensor) -> Tensor:
     """The model's exact output on every node of ``graph`` (full aggregation with ``update_all``):
     the reference the estimator is unbiased for."""
+    graph = UserGraph.view(graph)   # update_all, on a graph of either class
     ptr = graph.in_csr()[0]
     degree = ptr[1:] - ptr[:-1]
     src, dst = graph.src, graph.dst

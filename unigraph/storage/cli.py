@@ -16,6 +16,7 @@ import functools
 import sys
 import time
 
+from unigraph.cli_common import USER_ERRORS, _print_summary, check_files, spec_from_args
 from unigraph.storage.chunked import DEFAULT_CHUNK_BYTES, ChunkedGraph
 
 _NOT_WITH_CHUNKED = {"dataset": "synthetic", "root": None, "nodes": 2000, "pipeline_stages": None,
@@ -69,7 +70,6 @@ def add_chunk_command(commands) -> argparse.ArgumentParser:
 
 
 def run_chunk(parser: argparse.ArgumentParser, args) -> int:
-    from unigraph.cli import USER_ERRORS  # noqa: PLC0415 - loaded: cli.py is what calls this
     began = time.perf_counter()
     try:
         graph = _chunk(args)
@@ -125,7 +125,6 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
 
 
 def run_chunked_train(parser: argparse.ArgumentParser, args) -> int:
-    from unigraph.cli import USER_ERRORS, _print_summary, check_files, spec_from_args  # noqa: PLC0415
     from unigraph.storage.mapped import PeakMemory  # noqa: PLC0415
     from unigraph.storage.train import OutOfCoreTrainer  # noqa: PLC0415
     from unigraph.train.models import build_node_classifier  # noqa: PLC0415

@@ -33,7 +33,7 @@ from unigraph.data.dataset import NodeDataset
 from unigraph.data.errors import DataFileError
 from unigraph.data.npz_file import read_npz
 from unigraph.data.ogb import read_ogb_node
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 from unigraph.storage.chunked import DEFAULT_CHUNK_BYTES, ChunkedGraph, ChunkedWriter
 from unigraph.storage.csr import build_in_csr
 

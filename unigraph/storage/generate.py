@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from unigraph.data.dataset import NodeDataset
-from unigraph.graph import Graph
+from unigraph.user_graph import Graph
 from unigraph.storage.chunked import DEFAULT_CHUNK_BYTES, ChunkedGraph, ChunkedWriter
 
 BLOCK = 1 << 16   # nodes per generation block: fixed, so the graph does not depend on how it is stored
