@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from benchmarks.gpu.common import device_for, log, run_parts, step_main
+from benchmarks.gpu.common import device_for, freeze_imports, log, run_parts, step_main
 
 STEP = "e2e"
 CORA_SIZE = dict(num_nodes=2_708, num_edges=5_278, num_features=1_433, num_classes=7)
@@ -44,6 +44,7 @@ def part_full_batch(results, deadline, device, dry_run: bool) -> None:
     from benchmarks.peers import load_pyg
     from unigraph.benchmarking.environment import synchronize
     pyg = load_pyg()
+    freeze_imports()
     record = results["full_batch"] = {"groups": [], "status": "running", "pyg": pyg is not None}
     hyper = {"gcn": full_batch.Hyper(hidden=256), "gat": full_batch.Hyper(hidden=8, heads=8, out_heads=1)}
     for name, plan in (FULL_DRY if dry_run else FULL).items():
