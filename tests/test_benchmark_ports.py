@@ -1,0 +1,54 @@
+"""``benchmarks/ports.py --quick``: every ported example runs with unigraph's layers and the
+original library's, interleaved, at the thread count asked; rows carry train-step and evaluation
+min/median/max and a score; comparisons are against the library's best eager row; the smoke run
+never replaces the committed results."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from benchmarks import ports
+from benchmarks.environment import RESULTS
+from benchmarks.peers import load_dgl, load_pyg
+
+
+@pytest.mark.timeout(600)
+def test_quick_run_reports_every_port(tmp_path):
+    pyg, dgl = load_pyg(), load_dgl()
+    if pyg is None or dgl is None:
+        pytest.skip("the ports compare with PyG and DGL; both must be installed")
+    ports.main(["--quick", "--threads", "1", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "ports_cpu.json").read_text())
+    markdown = (tmp_path / "ports_cpu.md").read_text()
+    expected = set(ports.PORTS)
+    if importlib.util.find_spec("torch_sparse") is None and importlib.util.find_spec("pyg_lib") is None:
+        expected.discard("pyg_sage_neighbor")   # PyG's NeighborLoader cannot sample without them
+    assert {e["port"] for e in result["results"]} == expected
+    assert {e["model"] for e in result["results"] if e["port"] == "user_arxiv"} == {"gcn", "sage", "gat"}
+    for entry in result["results"]:
+        assert entry["threads"] == 1 and entry["loadavg_start"] is not None
+        rows = {r["impl"]: r for r in entry["rows"]}
+        assert "unigraph" in rows and len(rows) >= 2
+        for r in entry["rows"]:
+            for part in ("train", "eval"):
+                s = r[part]
+                assert s["min_ms"] <= s["median_ms"] <= s["max_ms"] and len(s["runs_ms"]) >= 1
+            assert 0.0 <= r["score"] <= 1.0
+        for c in entry["comparisons"]:
+            eager = [r for r in entry["rows"] if r["library"] == rows[c["vs"]]["library"]
+                     and ("compiled" in r["impl"]) == (c["kind"] == "compiled")]
+            best = min(eager, key=lambda r: r["train"]["median_ms"])
+            assert c["vs"] == best["impl"]   # the library at its best
+            assert c["train_speedup"] == pytest.approx(best["train"]["median_ms"] / rows["unigraph"]["train"]["median_ms"],
+                                                       rel=1e-2)
+            assert c["met"] == (c["train_speedup"] >= c["target"])
+    env = result["environment"]
+    assert env["versions"]["torch"] and env["machine"]["cpu_count"]
+    assert "--quick smoke run: not a measurement" in markdown and "Versions:" in markdown
+
+
+def test_quick_run_may_not_replace_the_committed_results():
+    with pytest.raises(SystemExit):
+        ports.parse_args(["--quick", "--out", str(RESULTS)])
