@@ -36,14 +36,18 @@ def test_quick_run_reports_every_port(tmp_path):
                 s = r[part]
                 assert s["min_ms"] <= s["median_ms"] <= s["max_ms"] and len(s["runs_ms"]) >= 1
             assert 0.0 <= r["score"] <= 1.0
+        assert {c["ours"] for c in entry["comparisons"]} == {r["impl"] for r in entry["rows"] if r["library"] == "unigraph"}
         for c in entry["comparisons"]:
-            eager = [r for r in entry["rows"] if r["library"] == rows[c["vs"]]["library"]
+            group = [r for r in entry["rows"] if r["library"] == rows[c["vs"]]["library"]
                      and ("compiled" in r["impl"]) == (c["kind"] == "compiled")]
-            best = min(eager, key=lambda r: r["train"]["median_ms"])
+            best = min(group, key=lambda r: r["train"]["median_ms"])
             assert c["vs"] == best["impl"]   # the library at its best
-            assert c["train_speedup"] == pytest.approx(best["train"]["median_ms"] / rows["unigraph"]["train"]["median_ms"],
+            assert c["train_speedup"] == pytest.approx(best["train"]["median_ms"] / rows[c["ours"]]["train"]["median_ms"],
                                                        rel=1e-2)
             assert c["met"] == (c["train_speedup"] >= c["target"])
+            assert c["counted"] == (c["ours"] == "unigraph" and c["kind"] == "eager")
+    with_opt_in = {e["port"] for e in result["results"] if ports.OPT_IN in {r["impl"] for r in e["rows"]}}
+    assert with_opt_in == {"pyg_gcn", "pyg_gat", "dgl_gcn", "dgl_gat", "dgl_sage"}
     env = result["environment"]
     assert env["versions"]["torch"] and env["machine"]["cpu_count"]
     assert "--quick smoke run: not a measurement" in markdown and "Versions:" in markdown
