@@ -85,7 +85,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import unigraph  # noqa: E402
-from benchmarks.environment import add_out_argument, out_dir  # noqa: E402
+from benchmarks.environment import add_out_argument, finish_arguments  # noqa: E402
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
 from unigraph.benchmarking import environment, output  # noqa: E402
 from unigraph.benchmarking.timing import interleaved  # noqa: E402
@@ -897,18 +897,12 @@ def parse_args(argv=None):
     elif not args.root.is_dir() and any(p in args.ports for p in ("pyg_gcn", "pyg_gat", "pyg_link_pred", "dgl_gcn",
                                                                    "dgl_gat", "dgl_sage")):
         parser.error(f"--root {args.root} is not a folder with the Planetoid raw files (ind.cora.x ...)")
-    for name in ("epochs", "arxiv_epochs", "batches", "eval_repeats", "eval_batches", "gin_graphs"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.warmup < 0:
         parser.error(f"--warmup must be >= 0, got {args.warmup}")
+    finish_arguments(parser, args, ("epochs", "arxiv_epochs", "batches", "eval_repeats", "eval_batches", "gin_graphs"))
     args.sizes = Sizes(args.root, args.quick, args.arxiv_scale, args.products_scale, args.gin_graphs, args.epochs,
                        args.batches, args.warmup, args.eval_repeats, args.eval_batches, args.arxiv_epochs,
                        args.compile, args.seed)
-    try:
-        args.out = out_dir(args)
-    except ValueError as err:
-        parser.error(str(err))
     return args
 
 
