@@ -259,7 +259,7 @@ def port_pyg_gcn(libs, sizes: Sizes) -> list[Contestant]:
     def row(name, library, model, call=None):
         optimizer = torch.optim.Adam([dict(params=model.conv1.parameters(), weight_decay=5e-4),
                                       dict(params=model.conv2.parameters(), weight_decay=0)], lr=0.01)
-        call = call or model
+        call = model if call is None else call
         return node_classifier(name, library, model, lambda: call(ds.x, ds.graph.edge_index), ds, optimizer,
                                note=COMPILED_NOTE if call is not model else "")
 
@@ -319,7 +319,7 @@ def port_pyg_gat(libs, sizes: Sizes) -> list[Contestant]:
 
     def row(name, library, model, call=None):
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
-        call = call or model
+        call = model if call is None else call
         return node_classifier(name, library, model, lambda: call(ds.x, ds.graph.edge_index), ds, optimizer,
                                note=COMPILED_NOTE if call is not model else "")
 
