@@ -45,15 +45,15 @@ port                        the example it follows (tags PyG 2.8.0, DGL v2.1.0)
 ==========================  ==================================================================
 
 Rows: ``unigraph`` (unigraph's layer, ``auto`` backend, the call form the script already uses:
-``conv(x, edge_index)`` for PyG ports, ``conv(g, x)`` on the script's own DGL graph or blocks for
-DGL ports), the original library, and for PyG's full-batch examples the original model under
+``conv(x, edge_index)`` for PyG ports; for DGL ports the whole script on ``import unigraph.dgl as
+dgl``: its graph, transforms, layers and DataLoader), the original library, and for PyG's
+full-batch examples the original model under
 ``torch.compile`` (what a PyG user gets without changing library; compilation happens in the
 warm-up steps and is not timed). Where the script's dropout is most of a step (the Cora
 examples), ``unigraph + its dropout`` is the documented one-line opt-in on top (``F.dropout`` ->
-``unigraph.nn.dropout.dropout``, ``nn.Dropout`` -> ``unigraph.nn.Dropout``: the same
-distribution, other masks); it is shown, not counted against the targets. DGL ports use unigraph's layers with the example's structure
-(DGL's ``feat_drop`` is the dropout before the layer, its ``activation`` the call after it):
-unigraph has no DGL-signature layers yet.
+``unigraph.nn.dropout.dropout``, ``nn.Dropout`` -> ``unigraph.nn.Dropout``, and for DGL's GATConv
+its ``feat_drop`` module: the same distribution, other masks); it is shown, not counted against
+the targets.
 
 Timing: every row's steps interleaved (one of each in turn, rotating; :mod:`unigraph.benchmarking.timing`),
 min / median / max of the timed train steps (a full-batch epoch, or one mini-batch including its
@@ -504,19 +504,20 @@ def _batched_score(loader, forward, labels, model, limit: int) -> Callable[[], f
 
 
 def port_dgl_sage_minibatch(libs, sizes: Sizes) -> list[Contestant]:
-    dgl = libs.get("dgl")
-    if dgl is None:
+    """DGL's node_classification.py on the real DGL and, with only the import changed, on
+    ``unigraph.dgl`` (its graph, NeighborSampler, DataLoader and SAGEConv)."""
+    real = libs.get("dgl")
+    if real is None:
         return []
+    import unigraph.dgl as unigraph_dgl
     ds = products_graph(sizes)
-    g = dgl.graph((ds.graph.src, ds.graph.dst), num_nodes=ds.num_nodes)
-    g.ndata["feat"], g.ndata["label"] = ds.x, ds.y
     train_idx, test_idx = ds.train_mask.nonzero().flatten(), ds.test_mask.nonzero().flatten()
 
     class SAGE(torch.nn.Module):
-        def __init__(self, make):
+        def __init__(self, dgl):
             super().__init__()
             widths = [ds.num_features, 256, 256, ds.num_classes]
-            self.layers = torch.nn.ModuleList(make(widths[i], widths[i + 1]) for i in range(3))
+            self.layers = torch.nn.ModuleList(dgl.nn.SAGEConv(widths[i], widths[i + 1], "mean") for i in range(3))
             self.dropout = torch.nn.Dropout(0.5)
 
         def forward(self, blocks, x):
@@ -527,12 +528,12 @@ def port_dgl_sage_minibatch(libs, sizes: Sizes) -> list[Contestant]:
                     h = self.dropout(F.relu(h))
             return h
 
-    makers = [("unigraph", "unigraph", lambda i, o: unigraph.SAGEConv(i, o, aggr="mean")),
-              ("dgl", "dgl", lambda i, o: dgl.nn.SAGEConv(i, o, "mean"))]
     rows = []
-    for name, library, make in makers:
+    for name, library, dgl in (("unigraph", "unigraph", unigraph_dgl), ("dgl", "dgl", real)):
+        g = dgl.graph((ds.graph.src, ds.graph.dst), num_nodes=ds.num_nodes)
+        g.ndata["feat"], g.ndata["label"] = ds.x, ds.y
         torch.manual_seed(sizes.seed)
-        model = SAGE(make)
+        model = SAGE(dgl)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=5e-4)
         sampler = dgl.dataloading.NeighborSampler([10, 10, 10])
         train_loader = dgl.dataloading.DataLoader(g, train_idx, sampler, batch_size=1024, shuffle=True,
@@ -541,63 +542,69 @@ def port_dgl_sage_minibatch(libs, sizes: Sizes) -> list[Contestant]:
                                                  drop_last=False, num_workers=0)
         stream = _cycle(lambda loader=train_loader: iter(loader))
         test_stream = _cycle(lambda loader=test_loader: iter(loader))
+        feat, label = g.ndata["feat"], g.ndata["label"]
 
-        def train_step(model=model, optimizer=optimizer, stream=stream):
+        def train_step(model=model, optimizer=optimizer, stream=stream, feat=feat, label=label):
             input_nodes, output_nodes, blocks = next(stream)
             model.train()
             optimizer.zero_grad()
-            x, y = g.ndata["feat"][input_nodes], g.ndata["label"][output_nodes]
-            F.cross_entropy(model(blocks, x), y).backward()
+            F.cross_entropy(model(blocks, feat[input_nodes]), label[output_nodes]).backward()
             optimizer.step()
 
-        def eval_forward(model=model, stream=test_stream):
+        def eval_forward(model=model, stream=test_stream, feat=feat):
             input_nodes, _, blocks = next(stream)
             model.eval()
             with torch.no_grad():
-                return model(blocks, g.ndata["feat"][input_nodes])
+                return model(blocks, feat[input_nodes])
 
         rows.append(Contestant(
             name, library, train_step, eval_forward,
-            _batched_score(test_loader, lambda b, m=model: m(b[2], g.ndata["feat"][b[0]]),
-                           lambda b: g.ndata["label"][b[1]], model, sizes.eval_batches),
-            note="a step is one batch from DGL's DataLoader: sampling, feature gather, forward, backward"))
+            _batched_score(test_loader, lambda b, m=model, feat=feat: m(b[2], feat[b[0]]),
+                           lambda b, label=label: label[b[1]], model, sizes.eval_batches),
+            note="a step is one batch from the DataLoader: sampling, feature gather, forward, backward"
+                 + ("; import unigraph.dgl as dgl" if library == "unigraph" else "")))
     return rows
 
 
 # ====================================================================== DGL's full-graph examples
-def _dgl_rows(libs, sizes: Sizes, build: Callable[[str, object, object], torch.nn.Module], self_loops: bool,
-              lr: float, weight_decay: float) -> list[Contestant]:
-    """A DGL full-graph example: the same module structure with DGL's layers and with unigraph's,
-    on the example's DGL graph; the score is the test accuracy after the last epoch (as DGL's
-    scripts report it)."""
-    dgl = libs.get("dgl")
-    if dgl is None:
+def _dgl_rows(libs, sizes: Sizes, build: Callable[[object, bool], torch.nn.Module], lr: float,
+              weight_decay: float) -> list[Contestant]:
+    """A DGL full-graph example run on the real DGL and, with only the import changed
+    (``import unigraph.dgl as dgl``), on unigraph: the same module, graph construction
+    (``AddSelfLoop``, ``g.int()``) and loop; and on unigraph with its dropout (the opt-in). The
+    score is the test accuracy after the last epoch, as DGL's scripts report it."""
+    real = libs.get("dgl")
+    if real is None:
         return []
+    import unigraph.dgl as unigraph_dgl
     ds = planetoid(sizes)
-    g = dgl_graph(dgl, ds, self_loops)
     rows = []
-    for name, library, drop in (("unigraph", "unigraph", F.dropout), (OPT_IN, "unigraph", unigraph_dropout),
-                                ("dgl", "dgl", F.dropout)):
+    for name, library, dgl, opt_in in (("unigraph", "unigraph", unigraph_dgl, False),
+                                       (OPT_IN, "unigraph", unigraph_dgl, True), ("dgl", "dgl", real, False)):
+        g = dgl_graph(dgl, ds, self_loops=True)
         torch.manual_seed(sizes.seed)
-        model = build(library, dgl, ds, drop)
+        model = build(dgl, opt_in)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-        rows.append(node_classifier(name, library, model, lambda m=model: m(g, ds.x), ds, optimizer,
-                                    best_val=False, note=OPT_IN_NOTE if name == OPT_IN else ""))
+        rows.append(node_classifier(name, library, model, lambda m=model, g=g: m(g, g.ndata["feat"]), ds, optimizer,
+                                    best_val=False, note=OPT_IN_NOTE if opt_in else
+                                    ("import unigraph.dgl as dgl" if library == "unigraph" else "")))
     return rows
 
 
+def _dropout_module(opt_in: bool, p: float) -> torch.nn.Module:
+    return unigraph.nn.Dropout(p) if opt_in else torch.nn.Dropout(p)
+
+
 def port_dgl_gcn(libs, sizes: Sizes) -> list[Contestant]:
-    def build(library, dgl, ds, drop):
+    def build(dgl, opt_in):
+        ds = planetoid(sizes)
+
         class GCN(torch.nn.Module):
             def __init__(self, in_size, hid_size, out_size):
                 super().__init__()
-                if library == "dgl":
-                    self.layers = torch.nn.ModuleList([dgl.nn.GraphConv(in_size, hid_size, activation=F.relu),
-                                                       dgl.nn.GraphConv(hid_size, out_size)])
-                else:   # the graph has its self-loops already (AddSelfLoop), as GraphConv expects
-                    self.layers = torch.nn.ModuleList([unigraph.GCNConv(in_size, hid_size, add_self_loops=False),
-                                                       unigraph.GCNConv(hid_size, out_size, add_self_loops=False)])
-                self.dropout = torch.nn.Dropout(0.5) if drop is F.dropout else unigraph.nn.Dropout(0.5)
+                self.layers = torch.nn.ModuleList([dgl.nn.GraphConv(in_size, hid_size, activation=F.relu),
+                                                   dgl.nn.GraphConv(hid_size, out_size)])
+                self.dropout = _dropout_module(opt_in, 0.5)
 
             def forward(self, g, features):
                 h = features
@@ -605,54 +612,45 @@ def port_dgl_gcn(libs, sizes: Sizes) -> list[Contestant]:
                     if i != 0:
                         h = self.dropout(h)
                     h = layer(g, h)
-                    if library == "unigraph" and i == 0:
-                        h = F.relu(h)   # GraphConv's activation=F.relu
                 return h
         return GCN(ds.num_features, 16, ds.num_classes)
-    return _dgl_rows(libs, sizes, build, self_loops=True, lr=1e-2, weight_decay=5e-4)
+    return _dgl_rows(libs, sizes, build, lr=1e-2, weight_decay=5e-4)
 
 
 def port_dgl_gat(libs, sizes: Sizes) -> list[Contestant]:
-    def build(library, dgl, ds, drop):
+    def build(dgl, opt_in):
+        ds = planetoid(sizes)
+
         class GAT(torch.nn.Module):
             def __init__(self, in_size, hid_size, out_size, heads):
                 super().__init__()
-                if library == "dgl":
-                    self.gat_layers = torch.nn.ModuleList([
-                        dgl.nn.GATConv(in_size, hid_size, heads[0], feat_drop=0.6, attn_drop=0.6, activation=F.elu),
-                        dgl.nn.GATConv(hid_size * heads[0], out_size, heads[1], feat_drop=0.6, attn_drop=0.6)])
-                else:   # feat_drop: dropout of the layer's input; attn_drop: GATConv's dropout
-                    self.gat_layers = torch.nn.ModuleList([
-                        unigraph.GATConv(in_size, hid_size, heads=heads[0], dropout=0.6, add_self_loops=False),
-                        unigraph.GATConv(hid_size * heads[0], out_size, heads=heads[1], dropout=0.6,
-                                         add_self_loops=False)])
+                self.gat_layers = torch.nn.ModuleList([
+                    dgl.nn.GATConv(in_size, hid_size, heads[0], feat_drop=0.6, attn_drop=0.6, activation=F.elu),
+                    dgl.nn.GATConv(hid_size * heads[0], out_size, heads[1], feat_drop=0.6, attn_drop=0.6)])
+                if opt_in:   # the layers' input dropout (feat_drop) drawn by unigraph's kernel
+                    for layer in self.gat_layers:
+                        layer.feat_drop = _dropout_module(True, 0.6)
 
             def forward(self, g, inputs):
                 h = inputs
                 for i, layer in enumerate(self.gat_layers):
-                    if library == "dgl":
-                        h = layer(g, h)
-                        h = h.mean(1) if i == 1 else h.flatten(1)
-                    else:
-                        h = layer(g, drop(h, 0.6, self.training))
-                        h = F.elu(h) if i == 0 else h   # one head: its mean is itself
+                    h = layer(g, h)
+                    h = h.mean(1) if i == 1 else h.flatten(1)
                 return h
         return GAT(ds.num_features, 8, ds.num_classes, heads=[8, 1])
-    return _dgl_rows(libs, sizes, build, self_loops=True, lr=5e-3, weight_decay=5e-4)
+    return _dgl_rows(libs, sizes, build, lr=5e-3, weight_decay=5e-4)
 
 
 def port_dgl_sage(libs, sizes: Sizes) -> list[Contestant]:
-    def build(library, dgl, ds, drop):
+    def build(dgl, opt_in):
+        ds = planetoid(sizes)
+
         class SAGE(torch.nn.Module):
             def __init__(self, in_size, hid_size, out_size):
                 super().__init__()
-                if library == "dgl":
-                    self.layers = torch.nn.ModuleList([dgl.nn.SAGEConv(in_size, hid_size, "gcn"),
-                                                       dgl.nn.SAGEConv(hid_size, out_size, "gcn")])
-                else:
-                    self.layers = torch.nn.ModuleList([unigraph.SAGEConv(in_size, hid_size, aggr="gcn"),
-                                                       unigraph.SAGEConv(hid_size, out_size, aggr="gcn")])
-                self.dropout = torch.nn.Dropout(0.5) if drop is F.dropout else unigraph.nn.Dropout(0.5)
+                self.layers = torch.nn.ModuleList([dgl.nn.SAGEConv(in_size, hid_size, "gcn"),
+                                                   dgl.nn.SAGEConv(hid_size, out_size, "gcn")])
+                self.dropout = _dropout_module(opt_in, 0.5)
 
             def forward(self, graph, x):
                 h = self.dropout(x)
@@ -662,7 +660,7 @@ def port_dgl_sage(libs, sizes: Sizes) -> list[Contestant]:
                         h = self.dropout(F.relu(h))
                 return h
         return SAGE(ds.num_features, 16, ds.num_classes)
-    return _dgl_rows(libs, sizes, build, self_loops=True, lr=1e-2, weight_decay=5e-4)
+    return _dgl_rows(libs, sizes, build, lr=1e-2, weight_decay=5e-4)
 
 
 # ====================================================================== a user's own model, arxiv-sized
