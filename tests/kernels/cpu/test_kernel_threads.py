@@ -5,7 +5,6 @@ and kernels still run in a child forked after numba's pool started (numba's GNU 
 terminates such a child on its first parallel kernel: the serial twins run there)."""
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import subprocess
@@ -13,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from proc_helpers import json_report
 
 numba = pytest.importorskip("numba")
 
@@ -139,13 +139,7 @@ def test_one_thread_means_cpu_time_equals_wall_time_for_a_large_gspmm():
     DataLoader worker, by the launcher): CPU time / wall time stays ~1 (it was
     1.76-1.97 with numba's own count). Other load on the machine can only lower the ratio, so the
     bound holds on a busy machine; the per-kernel count test above is the exact check."""
-    process = _cpu_time_scenarios("main", "dataloader", "launch")
-    try:
-        out, err = process.communicate(timeout=360)
-    finally:
-        process.kill()
-    assert process.returncode == 0, err[-3000:]
-    report = json.loads(out.strip().splitlines()[-1])
+    report = json_report(_cpu_time_scenarios("main", "dataloader", "launch"), timeout=360)
     assert set(report) == {"main", "dataloader", "launch"}
     for scenario, measured in report.items():
         assert measured["torch_threads"] == 1, (scenario, measured)
@@ -154,7 +148,7 @@ def test_one_thread_means_cpu_time_equals_wall_time_for_a_large_gspmm():
 
 _FORK_PROGRAM = r"""
 import os, pickle, sys, torch
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:3]   # this folder, and tests/ (proc_helpers)
 from test_kernel_threads import _every_kernel, _graph, same
 
 def results():
@@ -189,6 +183,6 @@ def test_kernels_run_in_a_child_forked_after_numbas_pool_started():
     """Every kernel, forward and backward, gives the same results (:func:`same`) in the parent
     (parallel builds, 2 threads) and in a child forked after them (serial twins, one thread; the
     child used to die of SIGTERM on its first kernel)."""
-    done = subprocess.run([sys.executable, "-c", _FORK_PROGRAM, str(HERE)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", _FORK_PROGRAM, str(HERE), str(HERE.parents[1])], capture_output=True, text=True,
                           timeout=360, env=dict(os.environ, NUMBA_NUM_THREADS="2"))
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
