@@ -567,7 +567,7 @@ def port_dgl_sage_minibatch(libs, sizes: Sizes) -> list[Contestant]:
 
 
 # ====================================================================== DGL's full-graph examples
-def _dgl_rows(libs, sizes: Sizes, build: Callable[[object, bool], torch.nn.Module], lr: float,
+def _dgl_rows(libs, sizes: Sizes, build: Callable[[object, bool, object], torch.nn.Module], lr: float,
               weight_decay: float) -> list[Contestant]:
     """A DGL full-graph example run on the real DGL and, with only the import changed
     (``import unigraph.dgl as dgl``), on unigraph: the same module, graph construction
@@ -583,7 +583,7 @@ def _dgl_rows(libs, sizes: Sizes, build: Callable[[object, bool], torch.nn.Modul
                                        (OPT_IN, "unigraph", unigraph_dgl, True), ("dgl", "dgl", real, False)):
         g = dgl_graph(dgl, ds, self_loops=True)
         torch.manual_seed(sizes.seed)
-        model = build(dgl, opt_in)
+        model = build(dgl, opt_in, ds)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
         rows.append(node_classifier(name, library, model, lambda m=model, g=g: m(g, g.ndata["feat"]), ds, optimizer,
                                     best_val=False, note=OPT_IN_NOTE if opt_in else
@@ -596,9 +596,7 @@ def _dropout_module(opt_in: bool, p: float) -> torch.nn.Module:
 
 
 def port_dgl_gcn(libs, sizes: Sizes) -> list[Contestant]:
-    def build(dgl, opt_in):
-        ds = planetoid(sizes)
-
+    def build(dgl, opt_in, ds):
         class GCN(torch.nn.Module):
             def __init__(self, in_size, hid_size, out_size):
                 super().__init__()
@@ -618,9 +616,7 @@ def port_dgl_gcn(libs, sizes: Sizes) -> list[Contestant]:
 
 
 def port_dgl_gat(libs, sizes: Sizes) -> list[Contestant]:
-    def build(dgl, opt_in):
-        ds = planetoid(sizes)
-
+    def build(dgl, opt_in, ds):
         class GAT(torch.nn.Module):
             def __init__(self, in_size, hid_size, out_size, heads):
                 super().__init__()
@@ -642,9 +638,7 @@ def port_dgl_gat(libs, sizes: Sizes) -> list[Contestant]:
 
 
 def port_dgl_sage(libs, sizes: Sizes) -> list[Contestant]:
-    def build(dgl, opt_in):
-        ds = planetoid(sizes)
-
+    def build(dgl, opt_in, ds):
         class SAGE(torch.nn.Module):
             def __init__(self, in_size, hid_size, out_size):
                 super().__init__()
