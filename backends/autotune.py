@@ -58,12 +58,14 @@ class Measurement:
 
 def signature(stats, request: Request) -> str:
     """The kind of a call, as a readable string (also the JSON cache key); a differentiated call
-    (timed with its backward) is another kind than the same call under no_grad (forward alone)."""
+    (timed with its backward) is another kind than the same call under no_grad (forward alone),
+    and a call at another thread count is another kind (kernels run with torch's count)."""
     device = request.device.type if request.device.type != "cuda" else f"cuda:{_device_name(request.device)}"
     return (f"src={stats.num_src_nodes} dst={stats.num_dst_nodes} edges={stats.num_edges} "
             f"max_in={stats.max_in_degree} max_out={stats.max_out_degree} cv={stats.cv_in_degree:.3f} | "
             f"{request.kind} {request.op} {request.reduce} width={request.feature_width} "
-            f"{str(request.dtype).replace('torch.', '')} {device}" + (" +backward" if request.grad else ""))
+            f"{str(request.dtype).replace('torch.', '')} {device} threads={request.threads or torch.get_num_threads()}"
+            + (" +backward" if request.grad else ""))
 
 
 def _device_name(device: torch.device) -> str:

@@ -66,6 +66,10 @@ class Request:
     # whether the call will be differentiated (grad mode on and an operand requires grad): the
     # CPU cost model then ranks backends by forward + backward time, which orders them differently
     grad: bool = False
+    # the intra-op threads the call's kernels get (``torch.get_num_threads()`` when the ops front
+    # door builds it; every CPU kernel runs with that many); 0: not known, read as the count the
+    # CPU cost tables were measured with. Part of the key of every decision kept on a graph.
+    threads: int = 0
 
 
 def differentiated(*operands) -> bool:

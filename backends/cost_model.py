@@ -105,7 +105,9 @@ class LinearCost:
     spill_ns: float = 0.0
     skew_ns: float = 0.0
 
-    def us(self, stats, width: int) -> float:
+    def us(self, stats, width: int, work_scale: float = 1.0) -> float:
+        """The estimate; ``work_scale`` multiplies the rates' terms (not the launch): the thread
+        count's effect, :func:`thread_scale`."""
         nodes = max(stats.num_src_nodes, stats.num_dst_nodes)
         gathers = stats.num_edges * width
         work = self.edge_ns * gathers + self.index_ns * stats.num_edges + self.node_ns * nodes * width
@@ -113,7 +115,7 @@ class LinearCost:
             work += self.spill_ns * gathers * spill_fraction(nodes, width)
         if self.skew_ns:
             work += self.skew_ns * stats.max_in_degree
-        return self.launch_us + work / 1000.0
+        return self.launch_us + work * work_scale / 1000.0
 
 
 def op_family(request: Request) -> str:
@@ -167,6 +169,31 @@ SPARSE_EXTREME_WITHOUT_TORCH_SPARSE_GRAD = CPU_GRAD_COSTS.pop("sparse_native")["
 def cpu_cost(backend: str, request: Request) -> LinearCost:
     """The CPU row for ``backend`` and this call: forward + backward when it is differentiated."""
     return (CPU_GRAD_COSTS if request.grad else CPU_COSTS)[backend][op_family(request)]
+
+
+# Threads. Both CPU tables were measured with MEASURED_THREADS intra-op threads (the constants
+# file's machine; numba's kernels ran with the same count). A call runs with ``Request.threads``
+# (torch's count at call time: every unigraph kernel takes it, and torch's own operators do), so
+# each backend's rates are scaled: the share of its per-element work that its threads split runs
+# MEASURED_THREADS / threads times as long, the rest as measured (Amdahl). The shares are
+# estimates, not fitted (the suite ran at one thread count): numba's kernels are parallel loops
+# over all their work; torch's CSR product and segment reductions are parallel, with serial
+# bookkeeping around them; torch-scatter's and torch's index_add_ CPU scatter loops run on one
+# thread and only the gather before them is parallel. At MEASURED_THREADS every scale is 1: the
+# fitted estimates as they are. ``benchmarks/kernels.py --threads 1`` on a quiet machine measures
+# what these shares stand for.
+MEASURED_THREADS = int(_CPU_DOCUMENT["machine"]["torch_threads"])
+PARALLEL_SHARE = {"numba": 1.0, "sparse": 0.8, "scatter": 0.5, "scatter_native": 0.5}
+
+
+def thread_scale(backend: str, threads: int) -> float:
+    """How much longer (> 1) or shorter (< 1) than measured ``backend``'s per-element work takes
+    with ``threads`` threads (0: as measured)."""
+    if not threads or threads == MEASURED_THREADS:
+        return 1.0
+    share = PARALLEL_SHARE[backend]
+    return share * MEASURED_THREADS / threads + (1.0 - share)
+
 
 # ---------------------------------------------------------------------- GPU (see module docstring)
 GPU_BACKENDS = ("scatter", "sparse", "triton_node", "triton_edge")
@@ -268,7 +295,8 @@ def gpu_cost(backend: str, request: Request) -> LinearCost:
 def estimate_scatter(stats, request: Request, torch_scatter_installed: bool) -> float:
     if request.device.type == "cuda":  # torch's scatter-add is atomics: the hub's row serializes (skew)
         return gpu_cost("scatter", request).us(stats, request.feature_width)
-    return cpu_cost("scatter" if torch_scatter_installed else "scatter_native", request).us(stats, request.feature_width)
+    backend = "scatter" if torch_scatter_installed else "scatter_native"
+    return cpu_cost(backend, request).us(stats, request.feature_width, thread_scale(backend, request.threads))
 
 
 def estimate_sparse(stats, request: Request, torch_sparse_installed: bool) -> float:
@@ -277,15 +305,16 @@ def estimate_sparse(stats, request: Request, torch_sparse_installed: bool) -> fl
         # cuSPARSE's CSR SpMM and torch-sparse's kernels give each row to one warp: node-parallel,
         # with the same longest-row bound as triton_node (skew).
         return gpu_cost("sparse", request).us(stats, request.feature_width)
+    scale = thread_scale("sparse", request.threads)
     if family == "spmm_extreme" and not torch_sparse_installed:
         cost = SPARSE_EXTREME_WITHOUT_TORCH_SPARSE_GRAD if request.grad else SPARSE_EXTREME_WITHOUT_TORCH_SPARSE
-        return cost.us(stats, request.feature_width)
-    return cpu_cost("sparse", request).us(stats, request.feature_width)
+        return cost.us(stats, request.feature_width, scale)
+    return cpu_cost("sparse", request).us(stats, request.feature_width, scale)
 
 
 def estimate_numba(stats, request: Request) -> float:
     """unigraph's CPU kernels (only offered on the CPU)."""
-    return cpu_cost("numba", request).us(stats, request.feature_width)
+    return cpu_cost("numba", request).us(stats, request.feature_width, thread_scale("numba", request.threads))
 
 
 def estimate_triton(stats, request: Request, strategy: str) -> float:

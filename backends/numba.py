@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from unigraph.backends.base import Availability, Backend, Contract, Request, gsddmm_by_gather, per_slice_plan
-from unigraph.kernels.cpu import alloc, threads_for
+from unigraph.kernels.cpu import alloc, current_threads, threads_for
 from unigraph.kernels.cpu.indices import compact, in_slots, index_dtype
 from unigraph.ops.broadcast import broadcast_offsets
 from unigraph.ops.spec import gspmm_features, gsddmm_features
@@ -52,11 +52,10 @@ _SLOT32, _SLOT64 = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64)
 
 
 def _column_parts(width: int) -> np.ndarray:
-    """Column ranges, one per numba thread, in whole 64-byte lines of float32 (16 columns), so
-    that no two threads write the same cache line of a row (bounds non-decreasing; a range may
-    be empty when the row is narrow)."""
-    import numba
-    threads = numba.get_num_threads()
+    """Column ranges, one per numba thread (call it inside ``threads_for``), in whole 64-byte
+    lines of float32 (16 columns), so that no two threads write the same cache line of a row
+    (bounds non-decreasing; a range may be empty when the row is narrow)."""
+    threads = current_threads()
     lines = -(-width // 16)
     bounds = [min(width, 16 * (lines * i // threads)) for i in range(threads + 1)]
     bounds[-1] = width

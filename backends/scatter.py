@@ -12,6 +12,7 @@ accumulate in float32 and come back in it (the front door rounds once).
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import torch
@@ -23,8 +24,10 @@ from unigraph.backends.base import (
 from unigraph.structure import GraphTensors
 
 
+@functools.lru_cache(maxsize=1)
 def _torch_scatter():
-    """The torch_scatter module, or None. Imported on first use: it loads a C++ extension."""
+    """The torch_scatter module, or None. Imported on first use: it loads a C++ extension (asked on
+    every call: kept)."""
     if importlib.util.find_spec("torch_scatter") is None:
         return None
     import torch_scatter

@@ -231,7 +231,7 @@ def _decide(graph, request: Request, name: str, source: str,
 def _fields(request: Request) -> tuple:
     """The request's fields in order (``dataclasses.astuple`` deep-copies them: about 50 us a call)."""
     return (request.kind, request.op, request.reduce, request.feature_width, request.dtype, request.device,
-            request.grad)
+            request.grad, request.threads)
 
 
 def _automatic(stats, request: Request, name: str, trial: Callable[..., object] | None,
@@ -262,12 +262,16 @@ def _assume_constant_result(fn: Callable) -> Callable:
 
 
 @_assume_constant_result
-def _traced_choice(in_ptr, out_ptr, kind, op, reduce, width, dtype, device, grad, name: str, source: str) -> str:
+def _traced_choice(in_ptr, out_ptr, kind, op, reduce, width, dtype, device, grad, threads, name: str,
+                   source: str) -> str:
     """The name :func:`_decide` would pick, as a constant of the compiled graph (see the module
     docstring). Dynamo runs this once while tracing, on the real row pointers of the graph being
     traced (so a graph built inside the compiled code has statistics too), and guards on none of
-    its arguments' values: the choice stays with the compiled program for every graph it runs."""
-    request = Request(kind, op, reduce, width, dtype, device, grad)
+    its arguments' values: the choice stays with the compiled program for every graph it runs.
+    It runs eagerly, so it reads torch's thread count itself where the front door could not
+    (``threads`` 0 while tracing): the compiled program keeps the choice made for the thread count
+    at trace time."""
+    request = Request(kind, op, reduce, width, dtype, device, grad, threads or torch.get_num_threads())
     if name in AUTO_CHOICES:
         return _automatic(degree_stats(in_ptr, out_ptr), request, name, None).name
     if registry.family(name) is not None:
@@ -294,7 +298,7 @@ class Explanation:
             f"reason:  {self.reason}",
             f"call:    {self.request.kind} op={self.request.op} reduce={self.request.reduce} "
             f"features={self.request.feature_width} dtype={str(self.request.dtype).replace('torch.', '')} "
-            f"device={self.request.device} "
+            f"device={self.request.device} threads={self.request.threads or 'as measured'} "
             + ("(differentiated: ranked by forward + backward)" if self.request.grad else "(forward only)"),
             f"graph:   {s.num_src_nodes} src / {s.num_dst_nodes} dst nodes, {s.num_edges} edges, "
             f"in-degree mean {s.mean_in_degree:.2f} max {s.max_in_degree} cv {s.cv_in_degree:.2f}, "
@@ -366,7 +370,8 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
     if grad is None:
         grad = isinstance(feat, torch.Tensor) and differentiated(feat)
     name, source = current_choice(backend)
-    return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device, bool(grad)), name, source)
+    return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device, bool(grad),
+                                                  torch.get_num_threads()), name, source)
 
 
 # ---------------------------------------------------------------------- info

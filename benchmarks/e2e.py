@@ -43,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/e2e.py` from anywhere
 import torch  # noqa: E402
 
 from benchmarks import full_batch, mini_batch  # noqa: E402
-from benchmarks.environment import add_out_argument, out_dir  # noqa: E402
+from benchmarks.environment import add_out_argument, finish_arguments  # noqa: E402
 from benchmarks.full_batch import Trainee  # noqa: E402,F401 - re-exported (benchmarks/hetero.py uses it)
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
 from unigraph.benchmarking import bandwidth, environment, output  # noqa: E402
@@ -287,13 +287,7 @@ def parse_args(argv=None):
     if "planetoid" in args.parts and not args.root.is_dir():
         parser.error(f"--root {args.root} is not a folder with the Planetoid raw files (ind.cora.x ...); get them "
                      "from https://github.com/kimiyoung/planetoid or leave out --parts planetoid")
-    for name in ("planetoid_epochs", "arxiv_epochs", "mb_epochs", "mb_batch_size", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    try:
-        args.out = out_dir(args)
-    except ValueError as err:
-        parser.error(str(err))
+    finish_arguments(parser, args, ("planetoid_epochs", "arxiv_epochs", "mb_epochs", "mb_batch_size", "threads"))
     return args
 
 

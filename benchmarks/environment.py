@@ -31,6 +31,18 @@ def out_dir(args) -> pathlib.Path:
     return output.results_dir(args.out, RESULTS, quick=bool(getattr(args, "quick", False)))
 
 
+def finish_arguments(parser: argparse.ArgumentParser, args, positive: tuple[str, ...]) -> None:
+    """The checks every script's arguments end with: each of ``positive`` at least 1, and
+    ``args.out`` resolved by :func:`out_dir` (errors through ``parser.error``)."""
+    for name in positive:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    try:
+        args.out = out_dir(args)
+    except ValueError as err:
+        parser.error(str(err))
+
+
 def write_report(result: dict, out: pathlib.Path, name: str, write_markdown) -> None:
     """``out/name.json`` (everything) and ``out/name.md`` (``write_markdown(result, path)``), written
     atomically, then print the markdown."""

@@ -115,11 +115,15 @@ def dense_input():
 
 def check_input_paths_differ(x: torch.Tensor) -> None:
     """The sparse-input row and the dense-input row really take different paths for ``x``."""
-    if not projection.is_sparse(projection.sparse_if_mostly_zero(x.clone())):  # a fresh tensor: not cached
+    probe = x.clone()   # a fresh tensor (not cached), seen twice: a mostly-zero input is converted on its second use
+    projection.sparse_if_mostly_zero(probe)
+    if not projection.is_sparse(projection.sparse_if_mostly_zero(probe)):
         raise RuntimeError("these features are not mostly zero: unigraph would not project them sparsely, so a "
                            "'sparse input projection' row would be the dense row again")
     with dense_input():
-        if projection.is_sparse(projection.sparse_if_mostly_zero(x.clone())):
+        probe = x.clone()
+        projection.sparse_if_mostly_zero(probe)
+        if projection.is_sparse(projection.sparse_if_mostly_zero(probe)):
             raise RuntimeError("dense_input() did not keep the features dense")
 
 

@@ -657,6 +657,12 @@ def write_plot(result: dict, path: pathlib.Path) -> None:
     cols = 4
     rows = math.ceil(len(ops_here) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    degrees = {c["degree"] for c in result["cases"] if c["width"] == width and c["mode"] == mode}
+    if len(degrees) == 1:   # one x value: a line would be one dot per implementation on a log axis
+        _bars(fig, axes, result, ops_here, impls, kinds, width, mode, degrees.pop(), plt)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return
     for ax, op in zip(axes.flat, ops_here):
         for impl in impls:
             for kind, style in styles.items():
@@ -682,6 +688,47 @@ def write_plot(result: dict, path: pathlib.Path) -> None:
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _bars(fig, axes, result: dict, ops_here: list[str], impls: list[str], kinds: list[str], width: int, mode: str,
+          degree: int, plt) -> None:
+    """One panel per op: a bar per implementation (grouped by graph when there are several), the
+    median time (written at the bar's foot) with a whisker from the fastest to the slowest run, on a
+    linear axis from 0 (bars on a log axis would exaggerate the differences)."""
+    for ax, op in zip(axes.flat, ops_here):
+        slot = 0
+        ticks, names = [], []
+        for kind in kinds:
+            case = next((c for c in result["cases"] if c["op"] == op and c["graph"] == kind and c["width"] == width
+                         and c["mode"] == mode), None)
+            if case is None:
+                continue
+            for impl in impls:
+                if impl not in case["timings_ms"]:
+                    continue
+                median = case.get("median_ms", {}).get(impl, case["timings_ms"][impl])
+                low = case["timings_ms"][impl]
+                high = case.get("max_ms", {}).get(impl, median)
+                ax.bar(slot, median, color=_color(impls, impl), edgecolor="black", linewidth=1.6 if impl == "auto" else 0.4,
+                       yerr=[[median - low], [high - median]], capsize=3, error_kw={"linewidth": 0.8})
+                ax.annotate(f"{median:.0f}" if median >= 10 else f"{median:.2g}", (slot, 0), xytext=(0, 3),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=8)
+                ticks.append(slot)
+                names.append(impl if len(kinds) == 1 else f"{impl}\n{kind}")
+                slot += 1
+            slot += 0.5
+        ax.set_xticks(ticks, names, fontsize=8, rotation=30 if len(ticks) > 4 else 0)
+        ax.set_ylim(bottom=0)
+        ax.set_title(op, fontsize=10)
+        ax.set_ylabel("ms")
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(ops_here):]:
+        ax.axis("off")
+    s = result["settings"]
+    fig.suptitle(f"{mode}, F = {width}, {s['nodes']:,} nodes, mean in-degree {degree} ({', '.join(kinds)}; "
+                 f"{result['machine']['device']}): median of {s['repeats']} interleaved runs, whisker min - max",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
 
 
 def _color(impls: list[str], impl: str):
@@ -748,6 +795,8 @@ def parse_args(argv=None):
                              "device-to-device copy (auto on a GPU)")
     parser.add_argument("--compile-backend", default="inductor",
                         help="torch.compile backend of the pyg_compiled peer (default inductor; eager for dry runs)")
+    parser.add_argument("--replot", metavar="RESULTS_JSON",
+                        help="draw the PNG of a results file again (beside it), measuring nothing, then exit")
     parser.add_argument("--sources", nargs="+", metavar="GRAPH",
                         help="time these graphs (anything `unigraph bench` reads: planetoid:cora:ROOT, "
                              "arxiv_like:169343:13, a file) instead of --graphs x --degrees")
@@ -775,6 +824,11 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.replot is not None:
+        source = pathlib.Path(args.replot)
+        write_plot(json.loads(source.read_text(encoding="utf-8")), source.with_suffix(".png"))
+        print(f"wrote {source.with_suffix('.png')}")
+        return
     if args.fit is not None:
         refit(args.fit, args.commit)
         return

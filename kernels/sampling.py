@@ -16,6 +16,7 @@ import numpy as np
 from numba import prange
 
 from unigraph.kernels.counter_rng import GOLDEN, MIX1, MIX2, TWO_POW_MINUS_53
+from unigraph.kernels.cpu.threads import parallel_kernel
 
 _GOLDEN = np.uint64(GOLDEN)
 _MIX1 = np.uint64(MIX1)
@@ -35,7 +36,7 @@ def _uniform(row_key, step):
     return np.float64(bits >> np.uint64(11)) * TWO_POW_MINUS_53
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def sample_layer(ptr, frontier, fanout, replace, key):
     """(indptr, positions): the in-edges kept for each frontier node (see the torch version;
     ``indptr`` is the running sum of its ``counts``)."""
@@ -96,9 +97,10 @@ def relabel(indices, positions, local_id, num_known):
     return local, new_nodes[:num_new]
 
 
-@numba.njit(cache=True)
 def sample_hop(ptr, indices, frontier, fanout, replace, key, local_id, num_known):
-    """(indptr, local sources, positions, new nodes) of one hop (see the torch version)."""
+    """(indptr, local sources, positions, new nodes) of one hop (see the torch version). Python,
+    not compiled: it calls ``sample_layer`` through this module, which a forked child rebinds to
+    its serial twin (``unigraph.kernels.cpu.threads``); compiled code would keep the parallel one."""
     indptr, positions = sample_layer(ptr, frontier, fanout, replace, key)
     local, new_nodes = relabel(indices, positions, local_id, num_known)
     return indptr, local, positions, new_nodes

@@ -1,8 +1,11 @@
-"""What the fault tests need to know about processes, read from Linux's ``/proc``."""
+"""What the fault tests need to know about processes, read from Linux's ``/proc``; and the report
+of a checking program run in a child process."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -75,3 +78,14 @@ def kill_all(pids) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def json_report(process: subprocess.Popen, timeout: float):
+    """The JSON of the last line a checking program (started with text pipes) printed, after it
+    exited 0; killed if it runs past ``timeout`` seconds (the test then fails)."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])

@@ -77,6 +77,8 @@ def test_dense_input_switch_changes_the_path_and_is_checked(planetoid_root):
     probe = x.clone()
     with full_batch.dense_input():
         assert projection.sparse_if_mostly_zero(probe) is probe
+        assert projection.sparse_if_mostly_zero(probe) is probe
+    projection.sparse_if_mostly_zero(probe)                                   # first use after: dense
     assert projection.is_sparse(projection.sparse_if_mostly_zero(probe))     # restored afterwards
     with pytest.raises(RuntimeError, match="not mostly zero"):
         full_batch.check_input_paths_differ(torch.randn(50, 30))

@@ -106,3 +106,18 @@ def test_one_op_and_backend_by_name(capsys):
     with pytest.raises(SystemExit):
         kernels.parse_args(["--backends", "warp"])
     assert "--backends: unknown ['warp']" in capsys.readouterr().err
+
+
+def test_a_run_at_one_degree_is_drawn_as_bars_from_its_json(tmp_path, monkeypatch):
+    """kernels_cpu_500k has one mean in-degree: lines would be one dot per implementation on a log
+    axis, so the plot draws bars; --replot redraws a committed file without measuring."""
+    pytest.importorskip("matplotlib")
+    source = tmp_path / "one_degree.json"
+    source.write_text((REPO_ROOT / "benchmarks" / "results" / "kernels_cpu_500k.json").read_text())
+    drawn = []
+    real = kernels._bars
+    monkeypatch.setattr(kernels, "_bars", lambda *a, **k: drawn.append(a[3]) or real(*a, **k))
+    monkeypatch.setattr(kernels, "run_benchmark", lambda args: pytest.fail("--replot must not measure"))
+    kernels.main(["--replot", str(source)])
+    assert (tmp_path / "one_degree.png").stat().st_size > 10_000
+    assert drawn == [json.loads(source.read_text())["settings"]["ops"]]

@@ -220,6 +220,7 @@ def test_model_from_layers_takes_the_sparse_projection(layout, monkeypatch):
     model = TwoGAT()
     calls = []
     real = projection._SparseLinear.apply
+    model(x_input, edge_index)   # a dense mostly-zero input is converted on its second use
     monkeypatch.setattr(projection._SparseLinear, "apply", lambda *a: calls.append(1) or real(*a))
     out = model(x_input, edge_index)
     out.square().sum().backward()
@@ -254,6 +255,30 @@ def test_sparse_input_switch_does_not_leak_its_verdict():
     x[::7, 3] = 1.0
     with projection.sparse_input(False):
         assert projection.sparse_if_mostly_zero(x) is x
+        assert projection.sparse_if_mostly_zero(x) is x
+    assert projection.sparse_if_mostly_zero(x) is x   # mostly zeros, first use: dense
     assert projection.is_sparse(projection.sparse_if_mostly_zero(x))
     with projection.sparse_input(False):
         assert projection.sparse_if_mostly_zero(x) is x
+
+
+def test_an_input_made_anew_every_step_is_not_converted(monkeypatch):
+    """F.dropout(x) before the first layer makes a new mostly-zero tensor every step: converting
+    each one cost more than the sparse product saved (PyG's gcn.py on Cora: ~13 ms a step), so only
+    an input seen a second time is converted, and the results are the dense path's."""
+    conversions = []
+    real = torch.Tensor.to_sparse_csr
+    monkeypatch.setattr(torch.Tensor, "to_sparse_csr", lambda self, *a, **k: conversions.append(1) or real(self, *a, **k))
+    projection._SPARSE_COPIES.clear()
+    torch.manual_seed(0)
+    x = torch.rand(200, 80) * (torch.rand(200, 80) < 0.03)
+    edge_index = torch.randint(0, 200, (2, 600))
+    conv = U.GCNConv(80, 4)
+    for _ in range(3):
+        out = conv(torch.nn.functional.dropout(x, 0.5), edge_index)
+    assert conversions == []
+    fixed = x.clone()
+    first, second = conv(fixed, edge_index), conv(fixed, edge_index)
+    assert conversions == [1]
+    torch.testing.assert_close(first, second, rtol=1e-5, atol=1e-6)
+    assert out.shape == (200, 4)

@@ -198,3 +198,46 @@ def test_explain_says_which_time_it_ranks(tables_that_disagree):
         assert unigraph.explain(g, "copy_u", "sum", 4, grad=True).backend == "sparse"
     assert differentiated.backend == "sparse" and "ranked by forward + backward" in str(differentiated)
     assert forward.backend == "scatter" and "(forward only)" in str(forward)
+
+
+# ---------------------------------------------------------------------- threads
+def test_cpu_estimates_know_the_thread_count_of_the_call():
+    """The CPU tables hold times at MEASURED_THREADS; a call at another count scales each backend's
+    per-element work by its parallel share (launch costs stay): numba's all of it, scatter's half."""
+    big = stats(100_000, 2_000_000, max_in=300)
+    measured = cost_model.MEASURED_THREADS
+    for threads in (0, measured):   # 0 (not known) reads as measured: the fitted estimates as they are
+        r = Request("gspmm", "copy_u", "sum", 64, torch.float32, CPU, False, threads)
+        row = cost_model.cpu_cost("numba", r)
+        assert cost_model.estimate_numba(big, r) == pytest.approx(row.us(big, 64))
+    one = Request("gspmm", "copy_u", "sum", 64, torch.float32, CPU, False, 1)
+    at = Request("gspmm", "copy_u", "sum", 64, torch.float32, CPU, False, measured)
+    for backend, estimate in (("numba", lambda r: cost_model.estimate_numba(big, r)),
+                              ("sparse", lambda r: cost_model.estimate_sparse(big, r, True)),
+                              ("scatter", lambda r: cost_model.estimate_scatter(big, r, True))):
+        launch = cost_model.cpu_cost(backend, one).launch_us
+        share = cost_model.PARALLEL_SHARE[backend]
+        expected = share * measured + (1 - share)
+        assert (estimate(one) - launch) / (estimate(at) - launch) == pytest.approx(expected, rel=1e-9), backend
+    assert cost_model.thread_scale("numba", 2 * measured) == pytest.approx(0.5)
+
+
+def test_the_ops_ask_with_torchs_thread_count_and_decisions_are_kept_per_count(monkeypatch):
+    g = unigraph.Graph(torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0)), num_nodes=50)
+    x = torch.randn(50, 8)
+    picked = []
+    original = selector._pick
+
+    def spy(stats, request):
+        picked.append(request.threads)
+        return original(stats, request)
+    monkeypatch.setattr(selector, "_pick", spy)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 1, 2):   # a decision per count, made once and kept on the graph
+            torch.set_num_threads(threads)
+            unigraph.ops.gspmm(g, "copy_u", "sum", u=x)
+        assert picked == [1, 2]
+        assert "threads=2" in str(selector.explain(g, "copy_u", "sum", x))
+    finally:
+        torch.set_num_threads(before)

@@ -3,13 +3,13 @@ numba's thread count are what the user set (the first sampled batch used to turn
 2, and a DGL-style loop with one thread per process ran 5x slower)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from proc_helpers import json_report
 
 TESTS = Path(__file__).parent
 
@@ -29,10 +29,5 @@ def test_no_unigraph_call_changes_the_thread_counts_the_user_set():
     # two fresh processes at once: the first call into numba is a sampled batch in one, a kernel in the other
     runs = {"sample_numba": _run("sample_numba", "all"), "big_gspmm_numba": _run("big_gspmm_numba", "first-only")}
     for first, process in runs.items():
-        try:
-            out, err = process.communicate(timeout=500)
-        finally:
-            process.kill()
-        assert process.returncode == 0, err[-3000:]
-        report = json.loads(out.strip().splitlines()[-1])
+        report = json_report(process, timeout=500)
         assert report["changed"] == [], f"first call {first}: " + "\n".join(report["changed"])

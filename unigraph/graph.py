@@ -17,7 +17,8 @@ from torch import Tensor
 from unigraph import graph_compat
 from unigraph.graph_compat import count
 from unigraph.self_loops import with_self_loops
-from unigraph.structure import DegreeStats, GraphTensors, build_csr, check_index_range, checked_copies, degree_stats
+from unigraph.structure import (DegreeStats, GraphTensors, build_both_csr, build_csr, check_index_range, checked_copies,
+                                degree_stats, stats_from_moments)
 from unigraph.structure import owned_index as _owned
 from unigraph.traced_structure import traced_checked_copies, traced_csr
 
@@ -443,8 +444,20 @@ class Graph:
         """All formats at once, as the ops front door hands them to a backend (every call checks
         that no index tensor changed since the graph checked it)."""
         self._check_intact()
+        if "in_csr" not in self._cache and "out_csr" not in self._cache and not torch.compiler.is_compiling():
+            self._build_both_formats()
         return self.memo("tensors", lambda: GraphTensors(
             self._src, self._dst, *self.in_csr(), *self.out_csr(), self._num_src, self._num_dst))  # plain ints
+
+    def _build_both_formats(self) -> None:
+        """Both CSRs in one kernel call where it can run (``structure.build_both_csr``), with the
+        degree figures :meth:`stats` needs; otherwise nothing (each is built when asked)."""
+        with torch.inference_mode(False):  # normal tensors: their version counters can be guarded
+            built = build_both_csr(self._src, self._dst, self._num_src, self._num_dst)
+        if built is not None:
+            self._set_format("in_csr", built[0])
+            self._set_format("out_csr", built[1])
+            self._cache["degree_moments"] = built[2]
 
     def in_degrees(self) -> Tensor:
         ptr = self.in_csr()[0]
@@ -457,7 +470,9 @@ class Graph:
     def stats(self) -> DegreeStats:
         """Degree statistics for the backend selector (computed once)."""
         if "stats" not in self._cache:
-            self._cache["stats"] = degree_stats(self.in_csr()[0], self.out_csr()[0])
+            moments = self._cache.get("degree_moments")   # from the kernel that built both CSRs
+            self._cache["stats"] = (stats_from_moments(self._num_src, self._num_dst, self.num_edges, *moments)
+                                    if moments is not None else degree_stats(self.in_csr()[0], self.out_csr()[0]))
         return self._cache["stats"]
 
     def prepare(self, *, self_loops: bool = True) -> "Graph":

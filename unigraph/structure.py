@@ -16,6 +16,7 @@ well defined and identical on every backend.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import torch
@@ -83,6 +84,17 @@ class DegreeStats:
     max_out_degree: int
 
 
+def stats_from_moments(num_src: int, num_dst: int, num_edges: int, max_in: int, max_out: int,
+                       squares_in: int) -> DegreeStats:
+    """:class:`DegreeStats` from the figures the counting CSR build returns (the largest in- and
+    out-degree, the sum of squared in-degrees): no pass over the degrees."""
+    mean = num_edges / max(num_dst, 1)
+    variance = squares_in / num_dst - mean * mean if num_dst else 0.0
+    std = max(variance, 0.0) ** 0.5
+    return DegreeStats(num_src_nodes=num_src, num_dst_nodes=num_dst, num_edges=num_edges, mean_in_degree=mean,
+                       max_in_degree=max_in, cv_in_degree=std / mean if mean > 0 else 0.0, max_out_degree=max_out)
+
+
 def degree_stats(in_ptr: Tensor, out_ptr: Tensor) -> DegreeStats:
     """:class:`DegreeStats` of the graph whose in-CSR and out-CSR row pointers these are (reads
     the data: ``Graph.stats`` keeps the result, and a compiled program's backend choice computes
@@ -121,7 +133,7 @@ def check_index_range(index: Tensor, size: int, row_name: str, size_name: str) -
     ``0..size-1``; the message names the first offending edge and ``size_name``."""
     if index.numel() == 0:
         return
-    low, high = int(index.min()), int(index.max())
+    low, high = (int(v) for v in torch.aminmax(index))   # one pass (a mini-batch builds a graph every step)
     if low < 0:
         at = int((index < 0).nonzero()[0])
         raise ValueError(f"edge_index[{row_name}] holds the negative index {low} (first at edge {at}); indices must be >= 0")
@@ -134,16 +146,51 @@ def check_index_range(index: Tensor, size: int, row_name: str, size_name: str) -
 
 
 def build_csr(rows: Tensor, cols: Tensor, num_rows: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Compressed rows of the edge list ``rows[k] -> cols[k]``.
+    """Compressed rows of the edge list ``rows[k] -> cols[k]`` (indices already checked).
 
     Returns ``(ptr, cols_sorted, perm)`` with ``perm`` the edge ids in row order. The sort is
-    stable so that edges keep their input order inside a row.
+    stable so that edges keep their input order inside a row. On the CPU with numba installed,
+    a counting sort (``unigraph.kernels.cpu.csr``: O(E + N), ~40x faster than the stable sort on
+    a mini-batch of small graphs); otherwise a stable ``torch.sort``. Both give the same tensors.
     """
+    if _counting_runs(rows, cols):
+        from unigraph.kernels.cpu.csr import counting_csr
+        ptr, cols_sorted, perm = counting_csr(rows.detach().contiguous().numpy(),
+                                              cols.detach().contiguous().numpy(), num_rows)
+        return torch.from_numpy(ptr), torch.from_numpy(cols_sorted), torch.from_numpy(perm)
     perm = torch.sort(rows, stable=True).indices
     counts = torch.bincount(rows, minlength=num_rows)
     ptr = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
     torch.cumsum(counts, 0, out=ptr[1:])
     return ptr, cols[perm], perm
+
+
+def build_both_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int):
+    """``(in_csr, out_csr, (max_in_degree, max_out_degree, sum of squared in-degrees))`` in one
+    counting pass each (``unigraph.kernels.cpu.csr.both_csr``), or None where that kernel cannot
+    run (no numba, not on the CPU): then build each with :func:`build_csr`. For a graph whose
+    formats are all built at once (a new mini-batch every step), one dispatch and no torch
+    reductions for the degree statistics (:func:`stats_from_moments`)."""
+    if not _counting_runs(src, dst):
+        return None
+    from unigraph.kernels.cpu.csr import both_csr
+    *arrays, max_in, max_out, squares_in = both_csr(src.detach().contiguous().numpy(),
+                                                    dst.detach().contiguous().numpy(), num_src, num_dst)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    return tuple(tensors[:3]), tuple(tensors[3:]), (int(max_in), int(max_out), int(squares_in))
+
+
+def _counting_runs(rows: Tensor, cols: Tensor) -> bool:
+    """Whether the counting kernels can build these indices' CSR: int64 CPU tensors, numba installed."""
+    return (rows.device.type == "cpu" and rows.dtype == torch.int64 and cols.dtype == torch.int64
+            and _numba_csr())
+
+
+@functools.lru_cache(maxsize=1)
+def _numba_csr() -> bool:
+    """Whether the counting sort can run (numba installed; asked once per process)."""
+    from unigraph.kernels.cpu import numba_status
+    return numba_status()[0]
 
 
 def self_loop_parts(src: Tensor, dst: Tensor, num_loops: int) -> tuple[Tensor, Tensor]:

@@ -28,6 +28,7 @@ import numpy as np
 from numba import prange
 
 from unigraph.kernels.counter_rng import GOLDEN
+from unigraph.kernels.cpu.threads import parallel_kernel
 from unigraph.kernels.sampling import _mix64  # the same splitmix64 finalizer as the sampler's
 
 _GOLDEN = np.uint64(GOLDEN)
@@ -79,29 +80,30 @@ def _masked(mode, a, b, dst, key, threshold, scale):
             dst[k] = _element(mode, a[k], b[k], scale if (bits & _LOW32) >= threshold else zero, zero)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def _scale(a, b, dst, key, threshold, scale):
     _masked(SCALE, a, b, dst, key, threshold, scale)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def _mask(a, b, dst, key, threshold, scale):
     _masked(MASK, a, b, dst, key, threshold, scale)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def _relu(a, b, dst, key, threshold, scale):
     _masked(RELU, a, b, dst, key, threshold, scale)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def _relu_backward(a, b, dst, key, threshold, scale):
     _masked(RELU_BACKWARD, a, b, dst, key, threshold, scale)
 
 
-_KERNELS = {SCALE: _scale, MASK: _mask, RELU: _relu, RELU_BACKWARD: _relu_backward}
+# by name, looked up at call time: a forked child rebinds them to their serial twins (threads.py)
+_KERNELS = {SCALE: "_scale", MASK: "_mask", RELU: "_relu", RELU_BACKWARD: "_relu_backward"}
 
 
 def masked(mode, a, b, dst, key, threshold, scale):
     """dst[i] = the ``mode`` rule of (a[i], b[i], multiplier i) (see :func:`_masked`)."""
-    _KERNELS[mode](a, b, dst, key, threshold, scale)
+    globals()[_KERNELS[mode]](a, b, dst, key, threshold, scale)

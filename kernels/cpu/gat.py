@@ -35,7 +35,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from unigraph.kernels.cpu import FASTMATH
+from unigraph.kernels.cpu import FASTMATH, parallel_kernel
 from unigraph.kernels.cpu.prefetch import DISTANCE, prefetch_at, prefetch_row
 
 
@@ -47,7 +47,7 @@ def _score(el, er, ee, has_ee, s, v, edge, head, slope):
     return z if z > 0 else z * slope
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def forward(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max, row_sum):
     """out, row_max, row_sum: every row written (zeros for rows without in-edges)."""
     heads, width = h.shape[1], h.shape[2]
@@ -102,7 +102,7 @@ def forward(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope,
                     out[v, head, f] = acc[head, f]
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def backward_by_destination(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, has_mask, slope, out, row_max,
                             row_sum, grad_out, d_er, dz, kept):
     """Pass 1: d_er (every row written) and, per in-CSR slot and head, dz and the kept weight a * mask."""
@@ -152,7 +152,7 @@ def backward_by_destination(blocks, ptr, src, eid, h, el, er, ee, has_ee, mask, 
                 d_er[v, head] = acc[head]
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def backward_by_source(blocks, out_ptr, out_dst, slot, grad_out, dz, kept, need_h, dh, d_el):
     """Pass 2: dh[u] = sum kept * grad_out[v] and d_el[u] = sum dz over u's out-edges (every row
     written); ``slot`` maps each out-CSR slot to the in-CSR slot where pass 1 left dz and kept."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from unigraph.kernels.cpu import current_threads
+
 BLOCKS_PER_THREAD = 4
 
 
@@ -37,7 +39,8 @@ def _balanced_bounds(ptr, parts):
 
 def row_blocks(ptr: np.ndarray) -> np.ndarray:
     """Non-decreasing row bounds ``b`` (``b[0] = 0``, ``b[-1] = rows``): block ``i`` is rows
-    ``b[i]:b[i+1]``, about equal work each, ``BLOCKS_PER_THREAD`` blocks per numba thread."""
+    ``b[i]:b[i+1]``, about equal work each, ``BLOCKS_PER_THREAD`` blocks per numba thread (the
+    calling thread's count: call it inside ``threads_for``)."""
     rows = ptr.shape[0] - 1
-    parts = max(1, min(rows, BLOCKS_PER_THREAD * numba.get_num_threads()))
+    parts = max(1, min(rows, BLOCKS_PER_THREAD * current_threads()))
     return _balanced_bounds(ptr, parts)

@@ -7,14 +7,13 @@ both operands have the same shape (GAT's attention gradient) a contiguous kernel
 """
 from __future__ import annotations
 
-import numba
 from numba import prange
 
-from unigraph.kernels.cpu import FASTMATH
+from unigraph.kernels.cpu import FASTMATH, parallel_kernel
 from unigraph.kernels.cpu.messages import ADD, MUL, SUB, apply
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def binary(rows_l, rows_r, lhs, rhs, loff, roff, op, out):
     width = out.shape[1]
     for edge in prange(out.shape[0]):
@@ -24,7 +23,7 @@ def binary(rows_l, rows_r, lhs, rhs, loff, roff, op, out):
             out[edge, k] = apply(op, lhs[a, loff[k]], rhs[b, roff[k]])
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def binary_same_shape(rows_l, rows_r, lhs, rhs, op, out):
     """``binary`` for operands of the output's shape: the op is chosen once per edge, outside
     the feature loop, so the loop is a contiguous vector operation (2-3x faster than ``binary``,
@@ -47,7 +46,7 @@ def binary_same_shape(rows_l, rows_r, lhs, rhs, op, out):
                 out[edge, k] = lhs[a, k] / rhs[b, k]
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def dot_same_shape(rows_l, rows_r, lhs, rhs, out):
     """out[e, j] = <lhs[r_l(e), j, :], rhs[r_r(e), j, :]> for lhs, rhs of shape [*, J, F]."""
     slices, width = lhs.shape[1], lhs.shape[2]
@@ -61,7 +60,7 @@ def dot_same_shape(rows_l, rows_r, lhs, rhs, out):
             out[edge, j] = acc
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def dot_broadcast(rows_l, rows_r, lhs, rhs, loff, roff, width, out):
     """``dot`` with broadcast operands: offsets cover the full broadcast shape (out width x F)."""
     slices = out.shape[1]

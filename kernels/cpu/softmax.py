@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import math
 
-import numba
 from numba import prange
 
-from unigraph.kernels.cpu import FASTMATH
+from unigraph.kernels.cpu import FASTMATH, parallel_kernel
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def edge_softmax(blocks, ptr, eid, scores, out):
     width = scores.shape[1]
     for b in prange(blocks.shape[0] - 1):

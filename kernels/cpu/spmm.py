@@ -28,12 +28,12 @@ import numba
 import numpy as np
 from numba import prange
 
-from unigraph.kernels.cpu import FASTMATH
+from unigraph.kernels.cpu import FASTMATH, parallel_kernel
 from unigraph.kernels.cpu.messages import apply
 from unigraph.kernels.cpu.prefetch import DISTANCE, SCATTER_AHEAD, prefetch_at, prefetch_row
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def gather_sum(blocks, ptr, rows, x, out):
     """out[v] = sum of x[rows[p]] over v's CSR slots p (out [Nd, K], overwritten).
 
@@ -77,7 +77,7 @@ def _beats(value, best, sign):
     return (sign * value > sign * best) | ((value != value) & (best == best))
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def gather_extreme(blocks, ptr, rows, x, sign, slot_like, out, arg):
     """out[v] = elementwise max (``sign`` 1) or min (-1) of x[rows[p]] over v's slots; ``arg``
     gets the winning row ``rows[p]`` (the first on ties), -1 for a row without in-edges. The
@@ -112,7 +112,7 @@ def gather_extreme(blocks, ptr, rows, x, sign, slot_like, out, arg):
                 arg[v, k] = rows[slot[k]]
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def weighted_sum(blocks, ptr, src, eid, u, weights, out):
     """out[v, p, :] = sum over in-edges of weights[edge, p] * u[src, p, :] (u [Ns, P, Q], out overwritten)."""
     slices, width = out.shape[1], out.shape[2]
@@ -130,7 +130,7 @@ def weighted_sum(blocks, ptr, src, eid, u, weights, out):
                         out[v, p, k] += w * u[s, p, k]
 
 
-@numba.njit(parallel=True, fastmath=FASTMATH, cache=True)
+@parallel_kernel(fastmath=FASTMATH)
 def binary_sum(blocks, ptr, src, eid, u, e, uoff, eoff, op, out):
     """out[v, k] = sum over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]) (out overwritten)."""
     width = out.shape[1]
@@ -145,7 +145,7 @@ def binary_sum(blocks, ptr, src, eid, u, e, uoff, eoff, op, out):
                     out[v, k] += apply(op, u[s, uoff[k]], e[edge, eoff[k]])
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, sign, out, arg_u, arg_e):
     """Max (``sign`` 1) or min (-1) over in-edges of op(u[src, uoff[k]], e[edge, eoff[k]]), and
     the winning edge's source and edge id (-1 for a row without in-edges)."""
@@ -176,7 +176,7 @@ def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, sign, out, arg_u
                 arg_e[v, k] = eid[slot[k]]
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_kernel()
 def scatter_columns(parts, rows, values, out):
     """``out[rows[v, k], k] += values[v, k]`` where ``rows[v, k] >= 0``: the gradient of a
     max/min reaching the winning operand rows. Threads own column ranges ``parts[c]:parts[c+1]``

@@ -176,7 +176,8 @@ def _bag_of_words(seed: int) -> torch.Tensor:
 def test_dense_input_behind_the_sparse_copy_written_behind_the_version_counter_is_seen(how, change):
     x = _bag_of_words(13)
     weight = torch.randn(8, 200, dtype=torch.float64, requires_grad=True)
-    assert projection.is_sparse(projection.sparse_if_mostly_zero(x))  # the sparse path is taken
+    assert not projection.is_sparse(projection.sparse_if_mostly_zero(x))  # first use: dense
+    assert projection.is_sparse(projection.sparse_if_mostly_zero(x))  # seen again: the sparse path is taken
     projection.linear(x, weight)
     changed = x.clone()
     nonzero = changed.nonzero()

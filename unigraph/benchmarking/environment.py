@@ -75,11 +75,23 @@ def current_memory_gb() -> float | None:
     return round(int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30, 2)
 
 
+def _kernel_threads() -> int | None:
+    """The threads unigraph's numba kernels run with now (torch's count, at most numba's pool:
+    ``unigraph/kernels/cpu/threads.py``), or None without numba. Starts numba's pool the way the
+    kernels do, which leaves torch's count alone (``numba.get_num_threads()`` first would not)."""
+    if optional_module("numba") is None:
+        return None
+    from unigraph.kernels.cpu import kernel_threads, start_numba_threads
+    start_numba_threads()
+    return kernel_threads()
+
+
 def thread_counts(dgl_module=None) -> dict:
-    """The size of every thread pool a measurement can use, as they are now."""
-    numba = optional_module("numba")
+    """The size of every thread pool a measurement can use, as they are now ("numba": the threads
+    unigraph's kernels get, see :func:`_kernel_threads`)."""
+    numba_threads = _kernel_threads()
     counts = {"torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads(),
-              "numba": numba.get_num_threads() if numba is not None else None,
+              "numba": numba_threads,
               "dgl": (dgl_module.utils.get_num_threads() if dgl_module is not None
                       and hasattr(dgl_module.utils, "get_num_threads") else None)}
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_WAIT_POLICY"):
@@ -106,11 +118,11 @@ def threads_text(counts: dict) -> str:
 
 def machine(device: torch.device | str = "cpu") -> dict:
     device = torch.device(device)
-    numba = optional_module("numba")
+    numba_threads = _kernel_threads()
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu": _cpu_model(),
             "cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else None, "torch_threads": torch.get_num_threads(),
-            "numba_threads": numba.get_num_threads() if numba is not None else None, "device": str(device),
+            "numba_threads": numba_threads, "device": str(device),
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "memory_gb": memory_gb(), "last_level_cache_mb": (round(last_level_cache_bytes() / 2**20, 1)
                                                                if last_level_cache_bytes() else None)}

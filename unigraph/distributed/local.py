@@ -16,7 +16,7 @@ from torch import Tensor
 
 from unigraph.distributed import format as fmt
 from unigraph.distributed.book import PartitionBook
-from unigraph.kernels.cpu import start_numba_threads
+from unigraph.kernels.cpu import threads_for
 from unigraph.sampling import kernel_path, torch_kernels
 from unigraph.sampling.counter_rng import GOLDEN, MASK64
 from unigraph.sampling.csr_view import csr_ranges
@@ -39,15 +39,9 @@ def shifted_key(key: int, first: int) -> int:
 def _numba_sample_layer(ptr, rows, fanout: int, replace: bool, key: int):
     """The numba kernel on one thread: owners answer requests while their trainer computes (the
     reason :class:`~unigraph.sampling.NeighborSampler` defaults to one thread too)."""
-    import numba  # noqa: PLC0415 - numba is optional
     from unigraph.kernels import sampling  # noqa: PLC0415
-    start_numba_threads()
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:  # numba's thread count is per calling thread: set for this call only
+    with threads_for(None, limit=1):   # numba's count is per calling thread: set for this call only
         return sampling.sample_layer(ptr, rows, fanout, replace, np.uint64(key))
-    finally:
-        numba.set_num_threads(previous)
 
 
 class LocalPartition:

@@ -35,7 +35,9 @@ def apply_layer(conv: torch.nn.Module, graph: Graph, h: Tensor, *, first: bool, 
     after the activation (fused with a ReLU into one pass); ``"before"`` also drops the input
     features at the first layer."""
     if first and dropout_at == "before":
-        h = sparse_if_mostly_zero(h)  # bag-of-words features: sparse products in the first layer
+        # bag-of-words features: sparse products in the first layer, and dropout of the stored
+        # values; the model's input features, reused every epoch: converted at their first use
+        h = sparse_if_mostly_zero(h, first_use=True)
         h = sparse_aware_dropout(h, p, training)
     h = conv(graph, h)
     return h if last else activation_dropout(h, activation, p, training)

@@ -1,6 +1,7 @@
 """Graph layers, one per file, each written once on ``unigraph.ops`` and run on every backend."""
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.edge_conv import EdgeConv
+from unigraph.nn.dropout import Dropout
 from unigraph.nn.gat_conv import GATConv
 from unigraph.nn.gatv2_conv import GATv2Conv
 from unigraph.nn.gcn_conv import GCNConv
@@ -13,4 +14,4 @@ from unigraph.nn.sage_conv import SAGEConv
 from unigraph.hetero.hetero_conv import HeteroConv  # heterogeneous layers: RGCNConv, HGTConv, HeteroConv
 
 __all__ = ["MessagePassing", "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GraphConv", "EdgeConv",
-           "MRConv", "RGCNConv", "HGTConv", "HeteroConv"]
+           "MRConv", "RGCNConv", "HGTConv", "HeteroConv", "Dropout"]

@@ -128,6 +128,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 SPARSE_INPUT_DENSITY = 0.05
 _DENSITY_SAMPLE_ROWS = 256
 _SPARSE_COPIES: collections.OrderedDict = collections.OrderedDict()
+_SEEN_ONCE = object()   # a verdict: mostly zeros, seen once (converted if seen again)
 _SPARSE_COPIES_SIZE = 4
 
 
@@ -145,7 +146,7 @@ def sparse_input(enabled: bool):
         SPARSE_INPUT_DENSITY = saved
 
 
-def sparse_if_mostly_zero(x: Tensor) -> Tensor:
+def sparse_if_mostly_zero(x: Tensor, *, first_use: bool = False) -> Tensor:
     """A CSR copy of a dense CPU feature matrix that is mostly zeros (bag-of-words), else ``x``.
 
     The density is estimated on the first rows (cheap when the answer is "dense"); copies are
@@ -153,6 +154,14 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     full-batch training converts once. Every hit re-checks the copy against ``x`` exactly
     (:func:`_copy_is_current`), so a write that bypasses the version counter (``.data``,
     ``.numpy()``, DLPack, ``untyped_storage()``) is seen too: the copy is rebuilt.
+    A mostly-zero tensor is converted the *second* time it is seen, not the first: converting
+    (a scan of every element, then ``nonzero``) costs more than the one sparse product it would
+    serve, so a tensor made anew every step (``F.dropout(x)`` in a user's model: PyG's gcn.py
+    example lost ~13 ms a step to it on Cora) stays dense and pays only the density check (256
+    rows, ~0.1 ms at Cora's width), while the same input seen again (the graph's features every
+    epoch, evaluation) is converted once and reused. ``first_use=True`` converts at once: for a
+    caller whose input is reused by construction (the built-in models convert their input features
+    before their own sparse-aware dropout, so every epoch's dropout runs on the stored values).
     Tensors that need gradients, GPU tensors, inference-mode tensors (no version counter to key the
     cache on) and sparse tensors are returned as they are, and so is everything while
     ``torch.compile`` traces (its graphs hold dense tensors). A "dense" verdict is cached too, so a
@@ -166,12 +175,22 @@ def sparse_if_mostly_zero(x: Tensor) -> Tensor:
     if cached is not None and cached[0]() is x:
         if cached[1] is None:  # "dense": the dense product is exact whatever x holds now
             return x
+        if cached[1] is _SEEN_ONCE:  # mostly zeros, and seen before: now the copy pays
+            return _convert(key, x)
         if _copy_is_current(x, *cached[1:]):
             return cached[1]
     sample = x[:_DENSITY_SAMPLE_ROWS]
     if int(torch.count_nonzero(sample)) > SPARSE_INPUT_DENSITY * sample.numel():
         _remember(key, x, None)
         return x
+    if first_use or (cached is not None and cached[0]() is x):   # (a stale copy of x: rebuilt)
+        return _convert(key, x)
+    _remember(key, x, _SEEN_ONCE)
+    return x
+
+
+def _convert(key: tuple, x: Tensor) -> Tensor:
+    """The CSR copy of ``x``, remembered with the row of each stored value (for the re-check)."""
     csr = _csr_of_dense(x)
     crow = csr.crow_indices()
     rows = torch.repeat_interleave(torch.arange(x.shape[0], device=crow.device), crow.diff(),

@@ -182,7 +182,10 @@ class SAGEConv(MessagePassing):
             raise ValueError("SAGEConv(aggr='gcn') averages each node with its neighbours: pass destination features")
         narrow = self._widths[0] > self.out_channels
         h_src = linear(x_src, self.lin_l.weight) if narrow else dense(x_src)
-        h_dst = linear(x_dst, self.lin_l.weight) if narrow else dense(x_dst)
+        if x_dst is x_src:   # a homogeneous graph: one product, not the same one twice
+            h_dst = h_src
+        else:
+            h_dst = linear(x_dst, self.lin_l.weight) if narrow else dense(x_dst)
         total = self.propagate(g, x=h_src) + h_dst
         out = total / (g.in_degrees().to(total.dtype) + 1).unsqueeze(-1)
         if not narrow:

@@ -65,8 +65,11 @@ def _aligned(a: Tensor | None, b: Tensor | None) -> tuple[Tensor | None, Tensor 
 
 def _request(kind: str, op: str, reduce: str | None, features: tuple, like: Tensor, *operands) -> Request:
     """The selector's view of a call; ``operands`` decide whether it is differentiated (the cost
-    model then ranks forward + backward time)."""
-    return Request(kind, op, reduce, max(math.prod(features), 1), like.dtype, like.device, differentiated(*operands))
+    model then ranks forward + backward time). The thread count is read here, except while dynamo
+    traces (it cannot trace ``torch.get_num_threads``): the selector reads it then, eagerly."""
+    threads = 0 if torch.compiler.is_compiling() else torch.get_num_threads()
+    return Request(kind, op, reduce, max(math.prod(features), 1), like.dtype, like.device, differentiated(*operands),
+                   threads)
 
 
 def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | None = None, *,

@@ -11,7 +11,7 @@ import functools
 import numpy as np
 import torch
 
-from unigraph.kernels.cpu import numba_status, start_numba_threads
+from unigraph.kernels.cpu import numba_status, start_numba_threads, threads_for
 from unigraph.sampling import torch_kernels
 from unigraph.sampling.batch import block_from_expanded_csr
 
@@ -58,14 +58,9 @@ class NumbaKernels:
 
     @staticmethod
     def sample_hops(ptr, indices, eids, seeds, fanouts, replace, keys, local_id, return_eids, num_threads=1):
-        import numba  # noqa: PLC0415 - numba is optional
-        start_numba_threads()   # before numba.get_num_threads(), which would start it and change torch's count
-        previous = numba.get_num_threads()
-        numba.set_num_threads(min(num_threads or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS))
-        try:  # numba's thread count is per calling thread: set for this call only
+        # numba's count is per calling thread: set for this call only, never above torch's count
+        with threads_for(None, limit=num_threads):
             return NumbaKernels._sample_hops(ptr, indices, eids, seeds, fanouts, replace, keys, local_id, return_eids)
-        finally:
-            numba.set_num_threads(previous)
 
     @staticmethod
     def _sample_hops(ptr, indices, eids, seeds, fanouts, replace, keys, local_id, return_eids):

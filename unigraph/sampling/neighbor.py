@@ -39,7 +39,8 @@ class NeighborSampler:
         path: ``"auto"`` (numba on the CPU when installed, else torch), ``"numba"`` or ``"torch"``;
             :attr:`path_used` tells which ran. Samples are bit-identical on both paths.
         return_eids: record the original edge id of every block edge in ``block.edata["eid"]``.
-        num_threads: threads of the numba kernels (``None``: numba's default, all cores). The
+        num_threads: threads of the numba kernels (``None``: ``torch.get_num_threads()`` at the
+            time of the call; a larger count is capped at it, as every unigraph kernel is). The
             default 1 is deliberate: with OpenMP-style thread teams, a parallel loop waits for its
             slowest thread, and when the cores are oversubscribed (a training loop beside the
             sampler, other processes) that thread is often descheduled. Measured here on 2 busy
