@@ -69,7 +69,7 @@ from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
-from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, pyg_settings
+from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, oriented, pyg_settings
 from unigraph.message_passing.tracing import (
     CONST, E, TRACE_ERRORS, U, V, Traced, random_state, restore_random_state, trace)
 
@@ -101,6 +101,11 @@ class MessagePassing(torch.nn.Module):
             :mod:`unigraph.message_passing.pyg_arguments`).
     """
 
+    #: True where ``forward`` orients the graph itself (:func:`~unigraph.message_passing.pyg_arguments.oriented`,
+    #: right after reading its arguments, before anything depends on the direction): ``propagate``
+    #: then takes ``g`` as given. False (a custom layer): ``propagate`` applies ``flow`` to ``g``.
+    resolves_flow: bool = False
+
     def __init__(self, aggr: str | None = "sum", *, fuse: bool = True, flow: str = "source_to_target",
                  node_dim: int = 0, aggr_kwargs: dict | None = None, decomposed_layers: int = 1):
         super().__init__()
@@ -112,6 +117,7 @@ class MessagePassing(torch.nn.Module):
         self.aggr = None if aggr is None else normalize_aggr(aggr)
         self.fuse = bool(fuse)
         self.node_dim = node_dim
+        self.flow = flow
         self._last_plan: MessagePlan | None = None
         # read here, eagerly (torch.compile cannot trace inspect.signature), and again by every eager
         # call whose message or update has changed since (see _read_hooks)
@@ -142,6 +148,8 @@ class MessagePassing(torch.nn.Module):
         check_graph(g, f"{who}.propagate")
         if not torch.compiler.is_compiling() and not _same(self._hooks_identity(), self._hooks_read):
             self._read_hooks()
+        if not self.resolves_flow:
+            g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
         inputs = self._message_inputs(g, kwargs)
         if torch.compiler.is_compiling():
