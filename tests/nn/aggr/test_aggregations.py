@@ -56,3 +56,17 @@ def test_resolver_names_and_checks():
         ours.SoftmaxAggregation(channels=3)
     with pytest.raises(ValueError, match="mode='proj' needs mode_kwargs"):
         ours.MultiAggregation(["mean", "max"], mode="proj")
+
+
+def test_compiled_without_graph_breaks_and_still_checked():
+    import torch._dynamo as dynamo
+    from unigraph.nn import PNAConv
+    torch.manual_seed(0)
+    x, edge_index = torch.randn(5, F), torch.tensor([[0, 1, 2, 3, 4], [1, 1, 2, 0, 0]])
+    conv = PNAConv(F, 4, ["mean", "std"], ["identity", "amplification"], torch.tensor([1, 2, 2]))
+    assert dynamo.explain(conv)(x, edge_index).graph_break_count == 0  # index check and degrees traced
+    compiled = torch.compile(lambda h, i: ours.SoftmaxAggregation()(h, i, dim_size=3), backend="eager")
+    torch.testing.assert_close(compiled(x, torch.tensor([0, 0, 1, 2, 2])),
+                               ours.SoftmaxAggregation()(x, torch.tensor([0, 0, 1, 2, 2]), dim_size=3))
+    with pytest.raises(ValueError, match="index holds group 3, outside \\[0, 3\\)"):
+        compiled(x, torch.tensor([0, 0, 1, 2, 3]))

@@ -43,6 +43,29 @@ def group_softmax(x: Tensor, index: Tensor, dim_size: int, dim: int = 0) -> Tens
     return out / total.index_select(dim, index)
 
 
+def checked_groups(index: Tensor, dim_size: int, who: str) -> Tensor:
+    """``index`` as int64, every group in ``[0, dim_size)`` (else ``ValueError`` naming ``who``)."""
+    if index.numel():
+        low, high = int(index.min()), int(index.max())
+        if low < 0 or high >= dim_size:
+            raise ValueError(f"{who}: index holds group {low if low < 0 else high}, outside [0, {dim_size})")
+    return index.to(torch.int64)
+
+
+@torch.library.custom_op("unigraph::checked_groups", mutates_args=())
+def _checked_groups_op(index: Tensor, dim_size: int, who: str) -> Tensor:
+    """:func:`checked_groups` as one operator, so a compiled program runs the check without
+    reading values while it is traced (as ``unigraph::checked_edges`` does for a graph's indices)."""
+    if torch.compiler.is_compiling():  # evaluated on real data while compiling: clamp, the program checks
+        return index.to(torch.int64).clamp(0, max(dim_size - 1, 0))
+    return checked_groups(index, dim_size, who).clone()  # an operator's output may not alias its input
+
+
+@_checked_groups_op.register_fake
+def _(index, dim_size, who):
+    return index.new_empty(index.shape, dtype=torch.int64)
+
+
 class Aggregation(torch.nn.Module):
     """Base class of the aggregation modules (see the module docstring)."""
 
@@ -66,13 +89,13 @@ class Aggregation(torch.nn.Module):
                             f"{getattr(index, 'dtype', type(index).__name__)}")
         if index.numel() != rows:
             raise ValueError(f"{who}: index has {index.numel()} entries but x has {rows} rows along dim {dim}")
-        if index.numel():
-            low, high = int(index.min()), int(index.max())
-            dim_size = high + 1 if dim_size is None else dim_size
-            if low < 0 or high >= dim_size:
-                raise ValueError(f"{who}: index holds group {low if low < 0 else high}, outside [0, {dim_size})")
-        dim_size = 0 if dim_size is None else dim_size
-        return super().__call__(x, index.to(torch.int64), ptr=None, dim_size=dim_size, dim=dim, **kwargs)
+        if dim_size is None:  # the groups' count is the data's (a graph break under torch.compile)
+            dim_size = int(index.max()) + 1 if index.numel() else 0
+        if torch.compiler.is_compiling():  # the same check, run by the compiled program (no graph break)
+            index = torch.ops.unigraph.checked_groups(index, dim_size, who)
+        else:
+            index = checked_groups(index, dim_size, who)
+        return super().__call__(x, index, ptr=None, dim_size=dim_size, dim=dim, **kwargs)
 
     def forward(self, x: Tensor, index: Tensor, ptr: Tensor | None = None, dim_size: int | None = None,
                 dim: int = -2) -> Tensor:

@@ -71,7 +71,8 @@ class DegreeScalerAggregation(Aggregation):
         out = self.aggr(x, index, dim_size=dim_size, dim=dim)
         shape = [1] * out.dim()
         shape[dim] = -1
-        deg = torch.bincount(index, minlength=dim_size).to(out.dtype).view(shape)
+        # in-degrees by index_add (bincount's output size is data to torch.compile)
+        deg = out.new_zeros(dim_size).index_add_(0, index, out.new_ones(index.shape)).view(shape)
         outs = []
         for name in self.scaler:
             if name == "identity":
