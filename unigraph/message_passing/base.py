@@ -119,12 +119,28 @@ class MessagePassing(torch.nn.Module):
         self.node_dim = node_dim
         self.flow = flow
         self._last_plan: MessagePlan | None = None
+        self._prepare_hooks()
+
+    def _prepare_hooks(self) -> None:
         # read here, eagerly (torch.compile cannot trace inspect.signature), and again by every eager
         # call whose message or update has changed since (see _read_hooks)
         self._read_hooks()
         if self._pure_message:  # so that a model compiled before any eager call finds its traces
             for inputs in _likely_inputs(self._message_parameters):
                 self._trace(inputs)
+
+    # pickling (torch.save of a whole model, copy.deepcopy): what was read of the hooks holds code
+    # objects and traces, which pickle cannot hold; it is derived state, read again on loading
+    _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_pure_message", "_pure_traces",
+                "_last_plan")
+
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key not in self._DERIVED}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._last_plan = None
+        self._prepare_hooks()
 
     # ------------------------------------------------------------------ the three user hooks
     def message(self, x_j: Tensor) -> Tensor:

@@ -20,6 +20,7 @@ from unigraph.nn.aggr import (
     MLPAggregation, MultiAggregation, PowerMeanAggregation, SoftmaxAggregation, StdAggregation, SumAggregation,
     VarAggregation)
 from unigraph.nn.norm import BatchNorm, GraphNorm, InstanceNorm, LayerNorm
+from unigraph.nn.pool import global_add_pool, global_max_pool, global_mean_pool
 from unigraph.nn.models import GAT, GCN, GIN, MLP, PNA, EdgeCNN, GraphSAGE, JumpingKnowledge
 
 __all__ = ["MessagePassing", "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "GraphConv",
@@ -27,4 +28,5 @@ __all__ = ["MessagePassing", "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GIN
            "Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation", "VarAggregation",
            "StdAggregation", "SoftmaxAggregation", "PowerMeanAggregation", "MultiAggregation", "LSTMAggregation",
            "MLPAggregation", "DegreeScalerAggregation", "BatchNorm", "LayerNorm", "GraphNorm", "InstanceNorm",
-           "GCN", "GraphSAGE", "GIN", "GAT", "PNA", "EdgeCNN", "MLP", "JumpingKnowledge"]
+           "GCN", "GraphSAGE", "GIN", "GAT", "PNA", "EdgeCNN", "MLP", "JumpingKnowledge",
+           "global_add_pool", "global_mean_pool", "global_max_pool"]

@@ -191,3 +191,16 @@ def test_layer_wise_inference_equals_the_full_forward():
         torch.testing.assert_close(mine.inference(loader, cache=True), mine(x, edge_index), rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match="eval mode"):
         mine.train().inference(loader)
+
+
+def test_whole_model_pickles(tmp_path):
+    """torch.save of the model object (not only its state_dict) and deepcopy: what a layer read of
+    its message/update hooks is rebuilt on loading."""
+    import copy
+    _, mine = build("GIN", num_layers=2, out_channels=OUT, norm="batch_norm")
+    mine.eval()
+    x, edge_index = torch.randn(N, IN, dtype=torch.float64), graph()
+    torch.save(mine, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    torch.testing.assert_close(loaded(x, edge_index), mine(x, edge_index), rtol=0, atol=0)
+    torch.testing.assert_close(copy.deepcopy(mine)(x, edge_index), mine(x, edge_index), rtol=0, atol=0)
