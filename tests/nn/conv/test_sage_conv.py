@@ -55,18 +55,10 @@ def test_sage_dgl_aggregators_match_dgl(aggr, in_channels, dgl):
 @pytest.mark.parametrize("aggr", [["mean", "max", "sum"], ["min", "add"]])
 def test_sage_multi_aggregation_matches_pyg(aggr):
     torch.manual_seed(0)
-    theirs = pyg_nn.SAGEConv(IN, OUT, aggr=list(aggr)).double()
-    ours = U.SAGEConv(IN, OUT, aggr=aggr).double()
-    ours.load_state_dict(theirs.state_dict(), strict=True)
+    theirs = pyg_nn.SAGEConv(IN, OUT, aggr=list(aggr))
+    ours = loaded(theirs, U.SAGEConv(IN, OUT, aggr=aggr))
     assert ours.lin_l.weight.shape == (OUT, len(aggr) * IN)
-    edge_index = edges(2)
-    x = torch.randn(N, IN, dtype=torch.float64)
-    x_ours, x_theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out, expected = ours(x_ours, edge_index), theirs(x_theirs, edge_index)
-    torch.testing.assert_close(out, expected, rtol=1e-7, atol=1e-9)
-    out.sum().backward()
-    expected.sum().backward()
-    torch.testing.assert_close(x_ours.grad, x_theirs.grad, rtol=1e-7, atol=1e-9)
+    assert_same(theirs, ours, torch.randn(N, IN, dtype=torch.float64), edges(2))
 
 
 # PyG's names, lists with combine modes, and modules: unigraph's aggregation modules, PyG's weights

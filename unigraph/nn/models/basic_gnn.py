@@ -43,7 +43,7 @@ from unigraph.nn.gatv2_conv import GATv2Conv
 from unigraph.nn.gcn_conv import GCNConv
 from unigraph.nn.gin_conv import GINConv
 from unigraph.nn.models.jumping_knowledge import JumpingKnowledge
-from unigraph.nn.models.mlp import MLP, accepts_batch
+from unigraph.nn.models.mlp import MLP, accepts_batch, norm_and_activate
 from unigraph.nn.pna_conv import PNAConv
 from unigraph.nn.resolver import activation_resolver, normalization_resolver
 from unigraph.nn.sage_conv import SAGEConv
@@ -137,11 +137,7 @@ class BasicGNN(torch.nn.Module):
             x = self._convolve(conv, x, edge_index if graphs is None else graphs[i], graphs is not None,
                                edge_weight, edge_attr)
             if i < self.num_layers - 1 or self.jk_mode is not None:
-                if self.act is not None and self.act_first:
-                    x = self.act(x)
-                x = norm(x, batch, batch_size) if self.supports_norm_batch else norm(x)
-                if self.act is not None and not self.act_first:
-                    x = self.act(x)
+                x = norm_and_activate(x, norm, self.act, self.act_first, self.supports_norm_batch, batch, batch_size)
                 x = self.dropout(x)
                 if hasattr(self, "jk"):
                     xs.append(x)
@@ -157,11 +153,7 @@ class BasicGNN(torch.nn.Module):
         x = self.convs[layer](x, edge_index)[:batch_size]
         if layer == self.num_layers - 1 and self.jk_mode is None:
             return x
-        if self.act is not None and self.act_first:
-            x = self.act(x)
-        x = self.norms[layer](x)
-        if self.act is not None and not self.act_first:
-            x = self.act(x)
+        x = norm_and_activate(x, self.norms[layer], self.act, self.act_first)
         if layer == self.num_layers - 1 and hasattr(self, "lin"):
             x = self.lin(x)
         return x

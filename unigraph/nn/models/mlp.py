@@ -18,6 +18,18 @@ from torch import Tensor
 from unigraph.nn.resolver import activation_resolver, normalization_resolver
 
 
+def norm_and_activate(x: Tensor, norm: Any, act: Any, act_first: bool, with_batch: bool = False,
+                      batch: Tensor | None = None, batch_size: int | None = None) -> Tensor:
+    """PyG's order around a norm: the activation before it with ``act_first``, else after it;
+    ``with_batch``: the norm takes the graph ids (``batch``, ``batch_size``)."""
+    if act is not None and act_first:
+        x = act(x)
+    x = norm(x, batch, batch_size) if with_batch else norm(x)
+    if act is not None and not act_first:
+        x = act(x)
+    return x
+
+
 def accepts_batch(module: Any) -> bool:
     """Whether a normalization module's ``forward`` takes PyG's ``batch`` argument."""
     forward = getattr(module, "forward", None)
@@ -93,12 +105,7 @@ class MLP(torch.nn.Module):
                 return_emb: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
         emb = None
         for i, (lin, norm) in enumerate(zip(self.lins, self.norms)):
-            x = lin(x)
-            if self.act is not None and self.act_first:
-                x = self.act(x)
-            x = norm(x, batch, batch_size) if self.supports_norm_batch else norm(x)
-            if self.act is not None and not self.act_first:
-                x = self.act(x)
+            x = norm_and_activate(lin(x), norm, self.act, self.act_first, self.supports_norm_batch, batch, batch_size)
             x = F.dropout(x, p=self.dropout[i], training=self.training)
             emb = x
         if self.plain_last:
