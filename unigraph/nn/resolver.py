@@ -9,7 +9,8 @@ a string (a module, a function, None) is returned as it is. An unknown name rais
 listing the choices.
 
 Activations are torch's (every class in ``torch.nn.modules.activation``, plus ``"swish"``);
-normalizations and aggregations are unigraph's own (nothing here imports PyG).
+normalizations are unigraph's own (nothing here imports PyG). Aggregation names resolve in
+:mod:`unigraph.nn.aggr.resolver` (the aggregation modules use this module's matching rule).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any, Iterable
 
 import torch
 from torch import Tensor
+
+from unigraph.nn import norm
 
 
 def normalize_name(name: str) -> str:
@@ -56,16 +59,6 @@ def activation_resolver(query: Any = "relu", *args: Any, **kwargs: Any) -> Any:
 
 
 def normalization_resolver(query: Any, *args: Any, **kwargs: Any) -> Any:
-    from unigraph.nn import norm
     norms = [getattr(norm, name) for name in norm.__all__ if isinstance(getattr(norm, name), type)
              and issubclass(getattr(norm, name), torch.nn.Module)]
     return resolve(query, norms, "norm", {}, "normalization", *args, **kwargs)
-
-
-def aggregation_resolver(query: Any, *args: Any, **kwargs: Any) -> Any:
-    from unigraph.nn import aggr
-    if isinstance(query, (list, tuple)):
-        return aggr.MultiAggregation(query, *args, **kwargs)
-    aggrs = [getattr(aggr, name) for name in aggr.__all__ if isinstance(getattr(aggr, name), type)
-             and issubclass(getattr(aggr, name), aggr.Aggregation) and getattr(aggr, name) is not aggr.Aggregation]
-    return resolve(query, aggrs, "aggregation", {"add": aggr.SumAggregation}, "aggregation", *args, **kwargs)

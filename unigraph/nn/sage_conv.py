@@ -16,7 +16,8 @@ from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
-from unigraph.nn.resolver import aggregation_resolver, normalize_name
+from unigraph.nn.aggr.resolver import aggregation_resolver
+from unigraph.nn.resolver import normalize_name
 
 SIMPLE_AGGREGATORS = ("mean", "sum", "add", "max", "min")
 DGL_AGGREGATORS = ("pool", "gcn", "dgl_lstm")

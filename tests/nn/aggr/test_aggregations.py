@@ -41,7 +41,7 @@ def test_matches_pyg(name, kwargs):
 
 
 def test_resolver_names_and_checks():
-    from unigraph.nn.resolver import aggregation_resolver
+    from unigraph.nn.aggr import aggregation_resolver
     assert isinstance(aggregation_resolver("add"), ours.SumAggregation)
     assert isinstance(aggregation_resolver("power_mean", p=3.0), ours.PowerMeanAggregation)
     assert isinstance(aggregation_resolver(["mean", "max"]), ours.MultiAggregation)

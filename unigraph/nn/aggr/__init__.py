@@ -6,9 +6,10 @@ from unigraph.nn.aggr.basic import (
     MaxAggregation, MeanAggregation, MinAggregation, PowerMeanAggregation, SoftmaxAggregation, StdAggregation,
     SumAggregation, VarAggregation)
 from unigraph.nn.aggr.multi import MultiAggregation
+from unigraph.nn.aggr.resolver import aggregation_resolver
 from unigraph.nn.aggr.scaler import DegreeScalerAggregation
 from unigraph.nn.aggr.sequence import LSTMAggregation, MLPAggregation
 
 __all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation", "VarAggregation",
            "StdAggregation", "SoftmaxAggregation", "PowerMeanAggregation", "MultiAggregation", "LSTMAggregation",
-           "MLPAggregation", "DegreeScalerAggregation"]
+           "MLPAggregation", "DegreeScalerAggregation", "aggregation_resolver"]

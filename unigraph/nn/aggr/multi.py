@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from unigraph.nn.aggr.base import Aggregation
+from unigraph.nn.aggr.names import aggregation_by_name
 
 DENSE_MODES = ("sum", "mean", "max", "min", "logsumexp", "std", "var")
 MODES = ("cat", "proj", "attn") + DENSE_MODES
@@ -45,7 +46,6 @@ class MultiAggregation(Aggregation):
     def __init__(self, aggrs: list[Any], aggrs_kwargs: list[dict] | None = None, mode: str = "cat",
                  mode_kwargs: dict | None = None):
         super().__init__()
-        from unigraph.nn.resolver import aggregation_resolver
         if not isinstance(aggrs, (list, tuple)) or not aggrs:
             raise ValueError(f"MultiAggregation aggrs must be a non-empty list, got {aggrs!r}")
         if aggrs_kwargs is None:
@@ -55,7 +55,7 @@ class MultiAggregation(Aggregation):
                              "pass one dict per aggregation")
         if mode not in MODES:
             raise ValueError(f"MultiAggregation mode must be one of {', '.join(MODES)}, got {mode!r}")
-        self.aggrs = torch.nn.ModuleList(aggregation_resolver(a, **(kw or {})) for a, kw in zip(aggrs, aggrs_kwargs))
+        self.aggrs = torch.nn.ModuleList(aggregation_by_name(a, **(kw or {})) for a, kw in zip(aggrs, aggrs_kwargs))
         self.mode = mode
         mode_kwargs = copy.copy(mode_kwargs) or {}
         self.in_channels = mode_kwargs.pop("in_channels", None)

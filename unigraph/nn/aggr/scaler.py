@@ -21,6 +21,7 @@ from torch import Tensor
 
 from unigraph.nn.aggr.base import Aggregation
 from unigraph.nn.aggr.multi import MultiAggregation
+from unigraph.nn.aggr.names import aggregation_by_name
 
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
 
@@ -33,11 +34,10 @@ class DegreeScalerAggregation(Aggregation):
     def __init__(self, aggr: Any, scaler: str | list[str], deg: Tensor, train_norm: bool = False,
                  aggr_kwargs: list[dict] | None = None):
         super().__init__()
-        from unigraph.nn.resolver import aggregation_resolver
         if isinstance(aggr, (list, tuple)):
             self.aggr = MultiAggregation(list(aggr), aggr_kwargs)
         else:
-            self.aggr = aggregation_resolver(aggr, **((aggr_kwargs or [{}])[0]))
+            self.aggr = aggregation_by_name(aggr, **((aggr_kwargs or [{}])[0]))
         self.scaler = [scaler] if isinstance(scaler, str) else list(scaler)
         for name in self.scaler:
             if name not in SCALERS:

@@ -6,7 +6,7 @@ sorted, as in PyG): every group is padded with zero rows to one length first
   after the last position, padding included (so a group shorter than the longest one has also
   read zero rows: PyG's definition).
 - :class:`MLPAggregation`: the first ``max_num_elements`` rows, zero-padded, concatenated into one
-  vector and mapped by an :class:`~unigraph.nn.models.MLP` (rows beyond are dropped).
+  vector and mapped by an :class:`~unigraph.nn.mlp.MLP` (rows beyond are dropped).
 
 Neither is permutation invariant.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from unigraph.nn.aggr.base import Aggregation
+from unigraph.nn.mlp import MLP
 
 
 class LSTMAggregation(Aggregation):
@@ -42,11 +43,10 @@ class LSTMAggregation(Aggregation):
 
 class MLPAggregation(Aggregation):
     """Args: ``in_channels``, ``out_channels``, ``max_num_elements`` (rows read per group), and
-    :class:`~unigraph.nn.models.MLP` arguments (``num_layers``, ``hidden_channels``, ...)."""
+    :class:`~unigraph.nn.mlp.MLP` arguments (``num_layers``, ``hidden_channels``, ...)."""
 
     def __init__(self, in_channels: int, out_channels: int, max_num_elements: int, **kwargs):
         super().__init__()
-        from unigraph.nn.models.mlp import MLP
         self.in_channels, self.out_channels, self.max_num_elements = in_channels, out_channels, max_num_elements
         self.mlp = MLP(in_channels=in_channels * max_num_elements, out_channels=out_channels, **kwargs)
         self.reset_parameters()

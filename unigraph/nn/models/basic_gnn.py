@@ -43,7 +43,7 @@ from unigraph.nn.gatv2_conv import GATv2Conv
 from unigraph.nn.gcn_conv import GCNConv
 from unigraph.nn.gin_conv import GINConv
 from unigraph.nn.models.jumping_knowledge import JumpingKnowledge
-from unigraph.nn.models.mlp import MLP, accepts_batch, norm_and_activate
+from unigraph.nn.mlp import MLP, accepts_batch, norm_and_activate
 from unigraph.nn.pna_conv import PNAConv
 from unigraph.nn.resolver import activation_resolver, normalization_resolver
 from unigraph.nn.sage_conv import SAGEConv

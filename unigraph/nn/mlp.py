@@ -1,4 +1,5 @@
-r"""A multi-layer perceptron over node features, PyG's ``MLP``: layer ``i`` is
+r"""A multi-layer perceptron over node features, PyG's ``MLP`` (re-exported by :mod:`unigraph.nn.models`,
+where PyG keeps it); layer ``i`` is
 
 .. math::
     \mathbf{h}^{(i+1)} = \mathrm{dropout}\big(\sigma(\mathrm{norm}(\mathbf{W}^{(i)} \mathbf{h}^{(i)} + \mathbf{b}^{(i)}))\big)
