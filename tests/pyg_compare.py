@@ -57,3 +57,20 @@ def assert_same(theirs: torch.nn.Module, ours: torch.nn.Module, *args, ours_args
         else:
             torch.testing.assert_close(p.grad, reference[name].grad, **TOL, msg=name)
     return out
+
+
+def assert_static_is_each_copy(conv: torch.nn.Module, x: torch.Tensor, *args, edge_attr=None) -> torch.Tensor:
+    """``conv`` on a static graph (``x`` of shape ``[B, N, F]``, ``args`` the graph and the rest)
+    equals ``B`` separate calls, each feature set alone, in outputs and input gradients (float64);
+    ``edge_attr`` (``[E, D]``) goes to every call."""
+    extra = () if edge_attr is None else (edge_attr,)
+    x_all, x_each = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    out = conv(x_all, *args, *extra)
+    assert out.shape[:2] == x.shape[:2]
+    expected = torch.stack([conv(x_each[b], *args, *extra) for b in range(x.shape[0])])
+    torch.testing.assert_close(out, expected, **TOL)
+    weight = torch.randn_like(out)  # input gradients only: the parameters' stay untouched
+    grad_all, = torch.autograd.grad((out * weight).sum(), x_all)
+    grad_each, = torch.autograd.grad((expected * weight).sum(), x_each)
+    torch.testing.assert_close(grad_all, grad_each, **TOL)
+    return out.detach()

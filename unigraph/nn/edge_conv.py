@@ -17,6 +17,7 @@ from unigraph.nn.call_forms import resolve
 from unigraph.nn.knn import knn
 from unigraph.nn.checks import node_inputs, reset_module
 from unigraph.nn.projection import dense
+from unigraph.nn.static_graph import is_static, static_copies
 
 
 class EdgeConv(MessagePassing):
@@ -63,6 +64,10 @@ class EdgeConv(MessagePassing):
         reset_module(self.nn)
 
     def forward(self, x: Any, edge_index: Any) -> Tensor:
+        if is_static(x):  # [B, N, F]: B copies of the graph (the network mixes channels per edge)
+            g, x_flat, _ = static_copies(type(self).__name__, x, edge_index)
+            out = self._convolve(oriented(g, self.flow, type(self).__name__), x_flat)
+            return out.view(x.shape[0], x.shape[1], -1)
         call = resolve(type(self).__name__, x, edge_index)
         return self._convolve(oriented(call.graph, self.flow, type(self).__name__), call.x)
 

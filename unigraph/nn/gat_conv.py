@@ -16,6 +16,7 @@ from unigraph.nn.checks import (
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.dropout import keep_mask
 from unigraph.nn.projection import linear
+from unigraph.nn.static_graph import refuse_static
 from unigraph.self_loops import SelfLooped, with_self_loops
 
 LOOP_FILL_REDUCES = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin"}
@@ -75,6 +76,7 @@ def attention_inputs(layer: torch.nn.Module, who: str, x, edge_index, size, edge
     dimension; one-dimensional torch sparse values are weights, ignored). A ``SparseTensor`` with
     ``edge_dim`` and ``add_self_loops=True`` is refused with ``NotImplementedError``, as PyG does:
     the self-loops' edge features need the ``[2, E]`` form."""
+    refuse_static(who, x)
     with_features = layer.edge_dim is not None
     call = resolve(who, x, edge_index, size=size, edge_attr=edge_attr,
                    values="edge_attr" if with_features else "edge_weight")

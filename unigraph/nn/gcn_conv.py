@@ -108,7 +108,7 @@ class GCNConv(MessagePassing):
                 raise ValueError("GCNConv(-1, ...) infers in_channels from [N, F] features; call it once on those first")
             check_width(x[0], self._widths[0], "GCNConv")
             call = resolve("GCNConv", node_major(x), edge_index, edge_weight=edge_weight)
-            g = oriented(call.graph, self.flow, "GCNConv")
+            g = self._square(oriented(call.graph, self.flow, "GCNConv"), call.form)
             batch, h = x.shape[0], node_major(linear(x, self.lin.weight))
             weights = edge_input(g, call.edge_weight, "GCNConv", "edge_weight", vector=True)
             if self.normalize:
@@ -117,6 +117,7 @@ class GCNConv(MessagePassing):
             return out + self.bias if self.bias is not None else out
         call = resolve("GCNConv", x, edge_index, edge_weight=edge_weight)
         g, x, edge_weight = oriented(call.graph, self.flow, "GCNConv"), call.x, call.edge_weight
+        g = self._square(g, call.form)
         check_graph(g, "GCNConv")
         check_rows(x, g.num_src_nodes, "x", "source nodes" if g.is_bipartite else "nodes")
         if self._lazy:
@@ -134,6 +135,17 @@ class GCNConv(MessagePassing):
         out = self.propagate(g, x=h, edge_weight=edge_weight)
         out = linear(out, self.lin.weight) if aggregate_first else out
         return out + self.bias if self.bias is not None else out
+
+    def _square(self, g: Graph, form: str) -> Graph:
+        """PyG normalizes a square adjacency only (it asserts so for sparse ones; a non-square
+        ``EdgeIndex`` loses its size when the self-loops are added): in PyG's forms a bipartite
+        graph is refused rather than normalized as a block (DGL's rule, the graph form's)."""
+        if self.normalize and form != "graph" and g.is_bipartite:
+            raise ValueError(f"GCNConv(normalize=True) in PyG's form conv(x, edge_index) needs a square adjacency, "
+                             f"got {g.num_src_nodes} source and {g.num_dst_nodes} destination nodes (a sparse_size "
+                             "or sparse shape); PyG refuses or resizes this. For a sampled block's normalization "
+                             "pass a unigraph Graph block: conv(block, x)")
+        return g
 
     def message(self, x_j: Tensor, edge_weight: Tensor | None) -> Tensor:
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j

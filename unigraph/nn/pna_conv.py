@@ -13,6 +13,7 @@ from unigraph.nn.aggr.scaler import DegreeScalerAggregation
 from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import check_positive, check_width, edge_input, node_inputs, reset_module
 from unigraph.nn.resolver import activation_resolver
+from unigraph.nn.static_graph import is_static, static_copies
 
 
 class PNAConv(MessagePassing):
@@ -107,6 +108,9 @@ class PNAConv(MessagePassing):
 
     def forward(self, x: Tensor | Any, edge_index: Any, edge_attr: Tensor | None = None) -> Tensor:
         who = "PNAConv"
+        if is_static(x):  # [B, N, F]: B copies of the graph (the message networks mix channels per edge)
+            g, x_flat, edge_attr = static_copies(who, x, edge_index, edge_attr=edge_attr, values="edge_attr")
+            return self(g, x_flat, edge_attr).view(x.shape[0], x.shape[1], -1)
         call = resolve(who, x, edge_index, edge_attr=edge_attr, values="edge_attr")
         edge_attr = edge_attr if edge_attr is not None else call.edge_attr
         g, x_src, x_dst = node_inputs(call.graph, call.x, who, widths=(self.in_channels, self.in_channels))

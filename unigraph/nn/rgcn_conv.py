@@ -16,6 +16,7 @@ from unigraph.hetero.relational import RelationLayout, hetero_layout, typed_layo
 from unigraph.message_passing.base import normalize_aggr
 from unigraph.message_passing.inputs import check_graph, split_pair
 from unigraph.nn import call_forms
+from unigraph.nn.static_graph import refuse_static
 from unigraph.nn.checks import channels_pair, check_positive, check_width, glorot_
 
 
@@ -136,6 +137,7 @@ class RGCNConv(torch.nn.Module):
         if call_forms.is_graph_object(x):  # (g, x, edge_type)
             graph, x, edge_type = call_forms.resolve_typed(who, x, self._featureless_ids(edge_index), edge_type)
         else:  # PyG's form: (x, edge_index or adj_t, edge_type)
+            refuse_static(who, x)
             graph, x, edge_type = call_forms.resolve_typed(who, self._featureless_ids(x), edge_index, edge_type)
         return self._forward_typed(graph, x, edge_type)
 

@@ -18,6 +18,7 @@ from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
 from unigraph.nn.aggr.resolver import aggregation_resolver
 from unigraph.nn.resolver import normalize_name
+from unigraph.nn.static_graph import is_static, static_copies
 
 SIMPLE_AGGREGATORS = ("mean", "sum", "add", "max", "min")
 DGL_AGGREGATORS = ("pool", "gcn", "dgl_lstm")
@@ -153,6 +154,9 @@ class SAGEConv(MessagePassing):
 
     def forward(self, x: Any, edge_index: Any, size: Any = None) -> Tensor:
         who = "SAGEConv"
+        if is_static(x):  # [B, N, F]: B copies of the graph (pool, lstm and learned aggregations mix channels)
+            g, x_flat, _ = static_copies(who, x, edge_index, size=size)
+            return self(g, x_flat).view(x.shape[0], x.shape[1], -1)
         call = resolve(who, x, edge_index, size=size)
         g, x_src, x_dst = node_inputs(oriented(call.graph, self.flow, who), call.x, who, layer=self)
         if self.project:

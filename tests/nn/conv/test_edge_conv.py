@@ -66,3 +66,20 @@ def test_refusals():
         U.DynamicEdgeConv(mlp(), k=2)(torch.randn(2, 5, IN))
     with pytest.raises(ValueError, match="batch_x and batch_y together"):
         knn(torch.randn(3, 2), torch.randn(3, 2), 1, torch.zeros(3, dtype=torch.long), None)
+
+
+
+def test_edge_conv_static_graph():
+    """``[B, N, F]`` with one graph: each feature set alone, and PyG's (the split first Linear,
+    a lone Linear, a network run per edge)."""
+    import copy
+    from pyg_compare import assert_same, assert_static_is_each_copy, loaded, random_edges
+    pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference (test extra)")
+    torch.manual_seed(0)
+    edge_index = random_edges(9, 30)
+    x = torch.randn(2, 9, IN, dtype=torch.float64)
+    for nn in (mlp(), torch.nn.Linear(2 * IN, 5), torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Linear(2 * IN, 5))):
+        theirs = pyg_nn.EdgeConv(nn)
+        ours = loaded(theirs, U.EdgeConv(copy.deepcopy(nn)))
+        assert_static_is_each_copy(ours, x, edge_index)
+        assert_same(theirs, ours, x, edge_index)

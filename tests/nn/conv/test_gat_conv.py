@@ -58,3 +58,9 @@ def test_values_ignored_without_edge_dim_as_in_pyg():
     conv = U.GATConv(IN, 4)
     x = torch.randn(N, IN)
     torch.testing.assert_close(conv(x, adj.t()), conv(x, edge_index), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", ["GATConv", "GATv2Conv"])
+def test_static_graph_refused_by_name_as_pyg_does(cls):
+    with pytest.raises(ValueError, match="does not take static graphs"):
+        getattr(U, cls)(IN, 4)(torch.randn(2, N, IN), random_edges(N, 20))

@@ -1,5 +1,6 @@
 """GCNConv in PyG's call forms: keyword edge_index, static graphs [B, N, F], flow, EdgeIndex's
-sparse_size, PyG's refusal of self-loops without normalization, PyG's cache attribute names."""
+sparse_size, PyG's refusals (self-loops without normalization, a non-square adjacency), PyG's cache
+attribute names."""
 from __future__ import annotations
 
 import pytest
@@ -65,3 +66,21 @@ def test_cached_normalization_under_pygs_names():
     adj = torch_sparse.SparseTensor.from_edge_index(edge_index, sparse_sizes=(N, N)).t()
     conv(x, adj)
     assert conv._cached_adj_t is not None
+
+
+def test_non_square_adjacency_refused_in_pygs_form():
+    """PyG asserts a square sparse adjacency and drops a non-square EdgeIndex's size when adding
+    self-loops; the block normalization (DGL's) stays with the graph form."""
+    from torch_geometric import EdgeIndex
+    torch_sparse = pytest.importorskip("torch_sparse")
+    import unigraph
+    conv = U.GCNConv(IN, OUT)
+    x, edge_index = torch.randn(N, IN), random_edges(N, 20, num_dst=4)
+    adj = torch_sparse.SparseTensor.from_edge_index(edge_index, sparse_sizes=(N, 4)).t()
+    for graph in (EdgeIndex(edge_index, sparse_size=(N, 4)), adj, adj.to_torch_sparse_coo_tensor()):
+        with pytest.raises(ValueError, match="needs a square adjacency"):
+            conv(x, graph)
+        with pytest.raises(ValueError, match="needs a square adjacency"):
+            conv(x.expand(2, N, IN), graph)
+    assert conv(unigraph.Graph(edge_index, num_src_nodes=N, num_dst_nodes=4), x).shape == (4, OUT)
+    assert U.GCNConv(IN, OUT, normalize=False)(x, EdgeIndex(edge_index, sparse_size=(N, 4))).shape == (4, OUT)

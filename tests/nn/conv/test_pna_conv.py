@@ -53,3 +53,18 @@ def test_arguments_checked():
         U.PNAConv(IN, OUT, ["sum"], ["double"], deg)
     with pytest.raises(ValueError, match="built without edge_dim"):
         U.PNAConv(IN, OUT, ["sum"], ["identity"], deg)(torch.randn(3, IN), random_edges(3, 4), torch.randn(4, 2))
+
+
+def test_static_graph_is_each_feature_set_alone():
+    """``[B, N, F]`` with one graph and edge features (given, or a SparseTensor's values) comes out
+    ``[B, N, F_out]``, each feature set alone. (PyG 2.8's PNAConv reads such x as ``B * N`` nodes,
+    only the first ``N`` of them with edges, and returns ``[B * N, F_out]``.)"""
+    from pyg_compare import assert_static_is_each_copy
+    torch.manual_seed(0)
+    conv = U.PNAConv(IN, OUT, AGGREGATORS, SCALERS, torch.tensor([1, 2, 5, 3, 1]), edge_dim=3, towers=2).double()
+    edge_index = torch.unique(random_edges(N, 40), dim=1)
+    edge_attr = torch.randn(edge_index.shape[1], 3, dtype=torch.float64)
+    x = torch.randn(3, N, IN, dtype=torch.float64)
+    out = assert_static_is_each_copy(conv, x, edge_index, edge_attr=edge_attr)
+    adj = torch_sparse.SparseTensor.from_edge_index(edge_index, edge_attr, (N, N)).t()
+    torch.testing.assert_close(conv(x, adj), out.detach(), **TOL)

@@ -21,3 +21,8 @@ def test_fast_rgcn_conv_matches_pyg(kwargs):
     edge_type = torch.randint(0, 3, (30,))
     assert_same(theirs, ours, torch.randn(10, 4, dtype=torch.float64), edge_index, edge_type)
     assert isinstance(ours, U.RGCNConv)
+
+
+def test_static_graph_refused_by_name():
+    with pytest.raises(ValueError, match="does not take static graphs"):
+        U.RGCNConv(4, 5, 2)(torch.randn(2, 6, 4), random_edges(6, 10), torch.zeros(10, dtype=torch.int64))

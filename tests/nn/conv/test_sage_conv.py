@@ -135,3 +135,25 @@ def test_keyword_edge_index_and_flow():
     torch.testing.assert_close(conv(x, edge_index=edge_index), out)
     conv.flow = "target_to_source"
     torch.testing.assert_close(conv(x, edge_index.flip(0)), out)
+
+
+@pytest.mark.parametrize("aggr", ["mean", "max", ["mean", "std"], "softmax", "pool", "dgl_lstm", "lstm"])
+def test_static_graph_is_each_feature_set_alone(aggr):
+    """``[B, N, F]`` with one graph: the aggregations that mix channels (pool, LSTMs, learned
+    ones) included; PyG's where it takes the same call (its LSTM needs sorted edges)."""
+    from pyg_compare import assert_static_is_each_copy
+    torch.manual_seed(0)
+    edge_index = edges(3)
+    if aggr == "lstm":
+        edge_index = edge_index[:, edge_index[1].argsort(stable=True)]
+    x = torch.randn(3, N, IN, dtype=torch.float64)
+    out = assert_static_is_each_copy(U.SAGEConv(IN, OUT, aggr=aggr).double(), x, edge_index)
+    assert out.shape == (3, N, OUT)
+    if aggr in ("mean", "max", ["mean", "std"], "softmax"):
+        theirs = pyg_nn.SAGEConv(IN, OUT, aggr=aggr)
+        assert_same(theirs, loaded(theirs, U.SAGEConv(IN, OUT, aggr=aggr)), x, edge_index)
+
+
+def test_static_graph_needs_a_square_graph():
+    with pytest.raises(ValueError, match="need a square graph"):
+        U.SAGEConv(IN, OUT)(torch.randn(2, N, IN), random_edges(N, 30, num_dst=4), size=(N, 4))
