@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from unigraph.nn.checks import reset_module
 from unigraph.nn.resolver import activation_resolver, normalization_resolver
 
 
@@ -96,11 +97,8 @@ class MLP(torch.nn.Module):
         return len(self.channel_list) - 1
 
     def reset_parameters(self) -> None:
-        for lin in self.lins:
-            lin.reset_parameters()
-        for norm in self.norms:
-            if hasattr(norm, "reset_parameters"):
-                norm.reset_parameters()
+        for module in (*self.lins, *self.norms):
+            reset_module(module)
 
     def forward(self, x: Tensor, batch: Tensor | None = None, batch_size: int | None = None,
                 return_emb: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:

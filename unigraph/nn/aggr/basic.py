@@ -24,24 +24,29 @@ from torch.nn import Parameter
 from unigraph.nn.aggr.base import Aggregation, group_softmax
 
 
-class SumAggregation(Aggregation):
+class _Reduction(Aggregation):
+    """One of the plain reductions, named by ``reduction``."""
+
+    reduction: str
+
     def forward(self, x, index, ptr=None, dim_size=None, dim=-2):
-        return self.reduce(x, index, ptr, dim_size, dim, "sum")
+        return self.reduce(x, index, ptr, dim_size, dim, self.reduction)
 
 
-class MeanAggregation(Aggregation):
-    def forward(self, x, index, ptr=None, dim_size=None, dim=-2):
-        return self.reduce(x, index, ptr, dim_size, dim, "mean")
+class SumAggregation(_Reduction):
+    reduction = "sum"
 
 
-class MaxAggregation(Aggregation):
-    def forward(self, x, index, ptr=None, dim_size=None, dim=-2):
-        return self.reduce(x, index, ptr, dim_size, dim, "max")
+class MeanAggregation(_Reduction):
+    reduction = "mean"
 
 
-class MinAggregation(Aggregation):
-    def forward(self, x, index, ptr=None, dim_size=None, dim=-2):
-        return self.reduce(x, index, ptr, dim_size, dim, "min")
+class MaxAggregation(_Reduction):
+    reduction = "max"
+
+
+class MinAggregation(_Reduction):
+    reduction = "min"
 
 
 class VarAggregation(Aggregation):

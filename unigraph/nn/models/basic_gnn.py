@@ -36,7 +36,7 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.nn.call_forms import is_graph_object
-from unigraph.nn.checks import check_positive
+from unigraph.nn.checks import check_positive, reset_module
 from unigraph.nn.edge_conv import EdgeConv
 from unigraph.nn.gat_conv import GATConv
 from unigraph.nn.gatv2_conv import GATv2Conv
@@ -107,15 +107,8 @@ class BasicGNN(torch.nn.Module):
         raise NotImplementedError
 
     def reset_parameters(self) -> None:
-        for conv in self.convs:
-            conv.reset_parameters()
-        for norm in self.norms:
-            if hasattr(norm, "reset_parameters"):
-                norm.reset_parameters()
-        if hasattr(self, "jk"):
-            self.jk.reset_parameters()
-        if hasattr(self, "lin"):
-            self.lin.reset_parameters()
+        for module in (*self.convs, *self.norms, getattr(self, "jk", None), getattr(self, "lin", None)):
+            reset_module(module)
 
     def forward(self, x: Any, edge_index: Any, edge_weight: Tensor | None = None, edge_attr: Tensor | None = None,
                 batch: Tensor | None = None, batch_size: int | None = None,
