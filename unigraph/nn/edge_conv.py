@@ -133,6 +133,8 @@ class DynamicEdgeConv(EdgeConv):
     """
 
     def __init__(self, nn: Callable, k: int, aggr: str = "max", num_workers: int = 1, **kwargs: Any):
+        if "flow" in kwargs:  # PyG's fixes it too (a TypeError there)
+            raise TypeError("DynamicEdgeConv takes no flow: messages go from the k nearest neighbours to each node")
         super().__init__(nn, aggr=aggr, **kwargs)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"DynamicEdgeConv k must be a positive int, got {k!r}")

@@ -9,6 +9,7 @@ from torch.nn import Linear, ModuleList, Sequential
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
+from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.aggr.scaler import DegreeScalerAggregation
 from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import check_positive, check_width, edge_input, node_inputs, reset_module
@@ -63,6 +64,8 @@ class PNAConv(MessagePassing):
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
+    resolves_flow = True  # forward orients the graph (it builds the messages itself, not through propagate)
+
     def __init__(self, in_channels: int, out_channels: int, aggregators: list[Any], scalers: list[str],
                  deg: Tensor, edge_dim: int | None = None, towers: int = 1, pre_layers: int = 1,
                  post_layers: int = 1, divide_input: bool = False, act: str | Callable | None = "relu",
@@ -113,7 +116,8 @@ class PNAConv(MessagePassing):
             return self(g, x_flat, edge_attr).view(x.shape[0], x.shape[1], -1)
         call = resolve(who, x, edge_index, edge_attr=edge_attr, values="edge_attr")
         edge_attr = edge_attr if edge_attr is not None else call.edge_attr
-        g, x_src, x_dst = node_inputs(call.graph, call.x, who, widths=(self.in_channels, self.in_channels))
+        g = oriented(call.graph, self.flow, who)
+        g, x_src, x_dst = node_inputs(g, call.x, who, widths=(self.in_channels, self.in_channels))
         if x_dst is None:
             raise ValueError(f"{who} needs destination features: its messages and updates read x_i")
         edge_attr = edge_input(g, edge_attr, who, "edge_attr")

@@ -83,3 +83,8 @@ def test_edge_conv_static_graph():
         ours = loaded(theirs, U.EdgeConv(copy.deepcopy(nn)))
         assert_static_is_each_copy(ours, x, edge_index)
         assert_same(theirs, ours, x, edge_index)
+
+
+def test_dynamic_edge_conv_refuses_flow_as_pyg_does():
+    with pytest.raises(TypeError, match="takes no flow"):
+        U.DynamicEdgeConv(mlp(), k=2, flow="target_to_source")

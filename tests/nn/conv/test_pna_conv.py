@@ -68,3 +68,13 @@ def test_static_graph_is_each_feature_set_alone():
     out = assert_static_is_each_copy(conv, x, edge_index, edge_attr=edge_attr)
     adj = torch_sparse.SparseTensor.from_edge_index(edge_index, edge_attr, (N, N)).t()
     torch.testing.assert_close(conv(x, adj), out.detach(), **TOL)
+
+
+def test_flow_target_to_source_matches_pyg():
+    torch.manual_seed(0)
+    theirs = pyg_nn.PNAConv(IN, OUT, AGGREGATORS, SCALERS, torch.tensor([1, 2, 5, 3, 1]), edge_dim=3,
+                            flow="target_to_source")
+    ours = loaded(theirs, U.PNAConv(IN, OUT, AGGREGATORS, SCALERS, torch.tensor([1, 2, 5, 3, 1]), edge_dim=3,
+                                    flow="target_to_source"))
+    x, edge_index = torch.randn(N, IN, dtype=torch.float64), random_edges(N, 40)
+    assert_same(theirs, ours, x, edge_index, torch.randn(40, 3, dtype=torch.float64))
