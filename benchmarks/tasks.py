@@ -156,6 +156,8 @@ def pyg_gae_run(dataset, split, recipe: dict, seed: int) -> tuple[float, float]:
             score = lambda pairs: model.decoder(z, pairs, sigmoid=False)  # noqa: E731
             val = link_auc(score(split.val_pos), score(split.val_neg))
             if val > best[0]:
+                # test pairs on the training + validation edges, as LinkTrainer (and PyG's RandomLinkSplit)
+                z = model.encode(x, split.test_graph.edge_index)
                 best = (val, link_auc(score(split.test_pos), score(split.test_neg)),
                         hits_at_k(score(split.test_pos), score(split.test_neg), 50))
     return best[1], best[2]

@@ -230,7 +230,7 @@ def test_edgeconv_splits_a_leading_linear():
      "edge_weight of shape \\[num_edges\\]"),
     (lambda g: unigraph.GCNConv(4, 3)(g, torch.randn(12, 4), torch.ones(g.num_edges, dtype=torch.long)),
      TypeError, "floating point"),
-    (lambda g: unigraph.SAGEConv(4, 3, aggr="median"), ValueError, "aggr must be one of"),
+    (lambda g: unigraph.SAGEConv(4, 3, aggr="median"), ValueError, "unknown aggregation .median."),
     (lambda g: unigraph.SAGEConv(4, 3)(g, torch.randn(12, 6)), ValueError, "expects x with 4 features"),
     (lambda g: unigraph.GATConv(4, 3)(g, torch.randn(12, 4), torch.randn(g.num_edges, 2)), ValueError,
      "without edge_dim"),
@@ -256,7 +256,7 @@ def test_reset_parameters_and_repr():
         "SAGEConv(4, 3, aggr=max)": unigraph.SAGEConv(4, 3, aggr="max"),
         "GATConv(4, 3, heads=2)": unigraph.GATConv(4, 3, heads=2, edge_dim=2),
         "GATv2Conv(4, 3, heads=2)": unigraph.GATv2Conv(4, 3, heads=2),
-        "GraphConv(4, 3, aggr=sum)": unigraph.GraphConv(4, 3),
+        "GraphConv(4, 3)": unigraph.GraphConv(4, 3),  # PyG's repr
         "MRConv(4, 3)": unigraph.MRConv(4, 3),
         "GINConv(nn=Linear(in_features=4, out_features=3, bias=True))": unigraph.GINConv(torch.nn.Linear(4, 3)),
         "EdgeConv(nn=Linear(in_features=8, out_features=3, bias=True))": unigraph.EdgeConv(torch.nn.Linear(8, 3)),

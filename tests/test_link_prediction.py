@@ -47,6 +47,9 @@ def test_split_has_no_message_passing_leakage(graph):
     assert not pair_set(torch.cat([split.val_neg, split.test_neg], 1), undirected=True) & everything
     assert all(u < v for u, v in negatives | train)  # undirected pairs are reported once, u < v
     assert split.graph.ndata.keys() == graph.ndata.keys()
+    # the test-time message graph: training and validation edges (both directions), no test edge
+    assert pair_set(split.test_graph.edge_index) == message | pair_set(split.val_pos, undirected=True)
+    assert not pair_set(split.test_pos, undirected=True) & pair_set(split.test_graph.edge_index)
 
 
 def test_split_is_seeded_and_directed_splits_keep_direction():
@@ -227,6 +230,19 @@ def test_gae_learns_links_full_graph_and_mini_batch(graph):
         result = LinkTrainer(model, split, x, config).fit()
         assert result.history[-1].loss < result.history[0].loss
         assert result.best_val_auc > 0.7 and result.test_auc > 0.7, (batch_size, result.best_val_auc)  # chance: 0.5
+
+
+def test_test_pairs_are_scored_on_the_test_graph(graph):
+    split = split_edges(graph, 0.1, 0.1, seed=0)
+    x = small_partition().x
+    torch.manual_seed(0)
+    model = GAE(in_channels=x.shape[1], hidden_channels=8, out_channels=8)
+    val_auc, test_auc, *_ = LinkTrainer(model, split, x, TrainConfig(epochs=1, progress="off")).evaluate()
+    with torch.no_grad():
+        z, z_test = model.encode(split.graph, x), model.encode(split.test_graph, x)
+        assert test_auc == link_auc(model.decode(z_test, split.test_pos), model.decode(z_test, split.test_neg))
+        assert val_auc == link_auc(model.decode(z, split.val_pos), model.decode(z, split.val_neg))
+        assert test_auc != link_auc(model.decode(z, split.test_pos), model.decode(z, split.test_neg))
 
 
 @pytest.mark.slow

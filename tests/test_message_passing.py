@@ -355,11 +355,12 @@ def test_pyg_arguments_work_or_are_refused_by_name():
     for kwargs in ({"flow": "source_to_target"}, {"node_dim": 0}, {"node_dim": -2}, {"aggr_kwargs": {}},
                    {"aggr_kwargs": None}, {"decomposed_layers": 3}):
         torch.testing.assert_close(CopySource(aggr="mean", **kwargs).propagate(g, x=x), expected)
+    torch.testing.assert_close(CopySource(aggr="mean", flow="target_to_source").propagate(g, x=x),
+                               unigraph.ops.gspmm(g.reverse(), "copy_u", "mean", x))
     torch.testing.assert_close(CopySource(aggr="mean").propagate(g, x=x, size=(3, 3)), expected)
     torch.testing.assert_close(CopySource(aggr="mean").propagate(g, x=x, size=(None, 3)), expected)
     refusals = [
-        ({"flow": "target_to_source"}, "flow='target_to_source' is not supported.*g.reverse"),
-        ({"flow": "sideways"}, "flow must be 'source_to_target', got 'sideways'"),
+        ({"flow": "sideways"}, "flow must be 'source_to_target' or 'target_to_source', got 'sideways'"),
         ({"node_dim": 1}, "node_dim must be 0 .* got 1"),
         ({"aggr_kwargs": {"p": 2}}, r"aggr_kwargs=\{'p': 2\}"),
         ({"decomposed_layers": 0}, "decomposed_layers must be a positive int, got 0"),

@@ -25,7 +25,8 @@ from unigraph.backends.selector import explain, info, set_backend, use_backend
 from unigraph import function
 from unigraph.message_passing import MessagePassing, MessagePlan
 from unigraph.nn import EdgeConv, GATConv, GATv2Conv, GCNConv, GINConv, GraphConv, MRConv, SAGEConv
-from unigraph.nn import HeteroConv, HGTConv, RGCNConv
+from unigraph.nn import DynamicEdgeConv, GINEConv, PNAConv
+from unigraph.nn import FastRGCNConv, HeteroConv, HGTConv, RGCNConv
 from unigraph.models import FFN, GAT, GCN, GIN, GraphSAGE, Grapher, ViG, knn_graph
 
 __version__ = "0.1.0"
@@ -33,4 +34,5 @@ __version__ = "0.1.0"
 __all__ = ["Graph", "DegreeStats", "HeteroGraph", "HeteroConv", "RGCNConv", "HGTConv", "ops", "explain", "info", "set_backend", "use_backend", "__version__",
            "function", "MessagePassing", "MessagePlan",
            "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GraphConv", "EdgeConv", "MRConv",
+           "GINEConv", "DynamicEdgeConv", "PNAConv", "FastRGCNConv",
            "GCN", "GraphSAGE", "GAT", "GIN", "knn_graph", "Grapher", "FFN", "ViG"]

@@ -1,0 +1,1 @@
+"""Peer libraries' own test suites run against unigraph's classes (see pyg_swap.py)."""

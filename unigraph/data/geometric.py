@@ -1,7 +1,7 @@
 """Random geometric graphs: points in the unit cube joined when close.
 
 k-nearest-neighbour graphs (one per image for Vision GNNs) are :func:`unigraph.knn_graph`
-(``unigraph/models/knn.py``), batched and with dilation; they are not repeated here.
+(``unigraph/nn/knn.py``), batched and with dilation; they are not repeated here.
 Distances are computed exactly, a block of rows at a time (``O(N^2)`` work, ``O(block * N)``
 memory), which suits test- and demo-sized graphs.
 """

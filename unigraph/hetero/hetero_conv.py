@@ -13,7 +13,9 @@ AGGREGATIONS = ("sum", "mean", "max", "min", "cat", None)
 
 
 def _module_key(relation: Relation) -> str:
-    return "__".join(relation)
+    """The ModuleDict key of a relation, PyG's (so a PyG state_dict loads): ``<src___name___dst>``,
+    with ``.`` (not allowed in a module name) written ``#``."""
+    return f"<{'___'.join(relation)}>".replace(".", "#")
 
 
 def group(outputs: list[Tensor], aggr: str | None) -> Tensor:
@@ -54,9 +56,13 @@ class HeteroConv(torch.nn.Module):
     meaningless: such a layer with ``add_self_loops=True`` on a relation between two types raises
     ``ValueError``.
 
-    Extra keyword arguments reach the layers by relation: ``edge_attr_dict={relation: tensor}``
-    passes ``edge_attr=tensor`` to that relation's layer (PyG's convention). Node types that no
-    relation ends in are not in the output.
+    Extra arguments reach the layers by relation, as in PyG: a keyword ``edge_attr_dict={relation:
+    tensor}`` passes ``edge_attr=tensor`` to that relation's layer. In PyG's form every positional
+    argument is such a dict too (``conv(x_dict, edge_index_dict, edge_attr_dict)``): per relation,
+    a dict keyed by relations gives its entry, a dict keyed by node types gives the type's entry
+    for a self-relation and the ``(source, destination)`` pair otherwise; a dict with nothing for
+    the relation passes nothing (the arguments after it move up one place, as in PyG). Node
+    types that no relation ends in are not in the output.
 
     Args:
         convs (dict): ``{(src_type, name, dst_type): layer}``.
@@ -79,7 +85,8 @@ class HeteroConv(torch.nn.Module):
                                 f"{type(conv).__name__}")
             if relation[0] != relation[2] and getattr(conv, "add_self_loops", False):
                 raise ValueError(f"HeteroConv: the layer for {relation} adds self-loops (joining node i of "
-                                 f"{relation[0]!r} to node i of {relation[2]!r}); build it with add_self_loops=False")
+                                 f"{relation[0]!r} to node i of {relation[2]!r}), which is incorrect message passing "
+                                 "between two node types; build it with add_self_loops=False")
             self.relations.append(relation)
             modules[_module_key(relation)] = conv
         self.convs = torch.nn.ModuleDict(modules)
@@ -90,30 +97,58 @@ class HeteroConv(torch.nn.Module):
             if hasattr(conv, "reset_parameters"):
                 conv.reset_parameters()
 
-    def forward(self, hg: HeteroGraph | Mapping[str, Tensor], x_dict: Mapping[str, Tensor] | Mapping[Relation, Any],
-                **kwargs: Any) -> dict[str, Tensor]:
-        """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict)``: then each relation's layer
-        is called in PyG's form, ``layer(x, edge_index_dict[relation])``, so a ``SparseTensor``'s
-        values reach it as they would in PyG (see :mod:`unigraph.nn.call_forms`)."""
+    def forward(self, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
+        """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict, *more_dicts)``: then each
+        relation's layer is called in PyG's form, ``layer(x, edge_index_dict[relation], ...)``, so a
+        ``SparseTensor``'s values reach it as they would in PyG (see :mod:`unigraph.nn.call_forms`)."""
         from unigraph.nn import call_forms  # here: unigraph.nn imports this module
-        if call_forms.hetero_form("HeteroConv", hg, x_dict) == "dicts":
-            x_dict, adjacency = hg, x_dict
-            have = adjacency
-        else:
-            adjacency = None
-            have = hg
-            if not isinstance(x_dict, Mapping):
-                raise TypeError(f"HeteroConv expects node features as a dict {{node_type: tensor}}, got "
-                                f"{type(x_dict).__name__}")
-        missing = [r for r in self.relations if r not in have]
-        if missing:
-            raise ValueError(f"HeteroConv has layers for relations {missing} that the graph does not have "
-                             f"({list(have.relations if adjacency is None else have)})")
         for name, value in kwargs.items():
             if not name.endswith("_dict") or not isinstance(value, Mapping):
                 raise TypeError(f"HeteroConv passes extra arguments by relation: give {name}_dict={{relation: "
                                 f"value}} (a dict named ..._dict), got {name}={type(value).__name__}")
-        block = adjacency is None and hg.is_block  # a block's destinations: the first rows of their type
+        if len(args) < 2:
+            raise TypeError(f"HeteroConv takes (hg, x_dict) or (x_dict, edge_index_dict, ...); got {len(args)} "
+                            "positional arguments")
+        if isinstance(args[0], HeteroGraph) or len(args) == 2:
+            form = call_forms.hetero_form("HeteroConv", args[0], args[1])
+        else:
+            form = "dicts"
+        if form == "graph":
+            if len(args) != 2:
+                raise TypeError("HeteroConv(hg, x_dict) takes further inputs as keyword dicts (edge_attr_dict=...), "
+                                f"got {len(args) - 2} more positional arguments")
+            return self._forward_graph(args[0], args[1], kwargs)
+        for i, value in enumerate(args):
+            if not isinstance(value, Mapping):
+                raise TypeError(f"HeteroConv in PyG's form takes dicts only; positional argument {i} is "
+                                f"{type(value).__name__}")
+        return self._forward_dicts(args, kwargs)
+
+    def _forward_dicts(self, args: tuple, kwargs: dict) -> dict[str, Tensor]:
+        """PyG's form: every argument a dict by relation or by node type (see the class docstring)."""
+        missing = [r for r in self.relations if not any(r in value for value in (*args, *kwargs.values()))]
+        if missing:
+            raise ValueError(f"HeteroConv has layers for relations {missing} that the edge_index_dict does not have "
+                             "(nor any other dict argument)")
+        outputs: dict[str, list[Tensor]] = {}
+        for relation in self.relations:
+            # PyG's rule: a dict with nothing for this relation passes nothing (later ones move up)
+            call_args = [e for e in (_entry(value, relation) for value in args) if e is not _ABSENT]
+            call_kwargs = {name[:-5]: _entry(value, relation) for name, value in kwargs.items()}
+            call_kwargs = {name: value for name, value in call_kwargs.items() if value is not _ABSENT}
+            out = self._call(relation, call_args, call_kwargs)
+            outputs.setdefault(relation[2], []).append(out)
+        return {t: group(outs, self.aggr) for t, outs in outputs.items()}
+
+    def _forward_graph(self, hg: HeteroGraph, x_dict: Any, kwargs: dict) -> dict[str, Tensor]:
+        if not isinstance(x_dict, Mapping):
+            raise TypeError(f"HeteroConv expects node features as a dict {{node_type: tensor}}, got "
+                            f"{type(x_dict).__name__}")
+        missing = [r for r in self.relations if r not in hg]
+        if missing:
+            raise ValueError(f"HeteroConv has layers for relations {missing} that the graph does not have "
+                             f"({list(hg.relations)})")
+        block = hg.is_block  # a block's destinations: the first rows of their type
         outputs: dict[str, list[Tensor]] = {}
         for relation in self.relations:
             src_type, _, dst_type = relation
@@ -127,15 +162,33 @@ class HeteroConv(torch.nn.Module):
                     x_dst = rows_prefix(x_dst, hg.num_dst_nodes(dst_type))
                 x = (x_dict[src_type], x_dst)
             extra = {name[:-5]: value[relation] for name, value in kwargs.items() if relation in value}
-            conv = self.convs[_module_key(relation)]
-            try:
-                out = conv(hg[relation], x, **extra) if adjacency is None else conv(x, adjacency[relation], **extra)
-            except (TypeError, ValueError) as err:  # re-raised with the relation named, never swallowed
-                if type(err) not in (TypeError, ValueError):
-                    raise
-                raise type(err)(f"HeteroConv, relation {relation}: {err}") from err
-            outputs.setdefault(dst_type, []).append(out)
+            outputs.setdefault(dst_type, []).append(self._call(relation, [hg[relation], x], extra))
         return {t: group(outs, self.aggr) for t, outs in outputs.items()}
 
+    def _call(self, relation: Relation, args: list, kwargs: dict) -> Tensor:
+        conv = self.convs[_module_key(relation)]
+        try:
+            return conv(*args, **kwargs)
+        except (TypeError, ValueError) as err:  # re-raised with the relation named, never swallowed
+            if type(err) not in (TypeError, ValueError):
+                raise
+            raise type(err)(f"HeteroConv, relation {relation}: {err}") from err
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(num_relations={len(self.relations)}, aggr={self.aggr!r})"
+        return f"{type(self).__name__}(num_relations={len(self.relations)})"
+
+
+_ABSENT = object()
+
+
+def _entry(value: Mapping, relation: Relation) -> Any:
+    """PyG's rule for one dict argument and one relation: its entry for the relation, else for a
+    self-relation its node type's entry, else the (source, destination) pair of entries."""
+    src_type, _, dst_type = relation
+    if relation in value:
+        return value[relation]
+    if src_type == dst_type and src_type in value:
+        return value[src_type]
+    if src_type in value or dst_type in value:
+        return value.get(src_type), value.get(dst_type)
+    return _ABSENT

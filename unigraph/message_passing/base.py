@@ -69,7 +69,7 @@ from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
-from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, pyg_settings
+from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, oriented, pyg_settings
 from unigraph.message_passing.tracing import (
     CONST, E, TRACE_ERRORS, U, V, Traced, random_state, restore_random_state, trace)
 
@@ -101,6 +101,11 @@ class MessagePassing(torch.nn.Module):
             :mod:`unigraph.message_passing.pyg_arguments`).
     """
 
+    #: True where ``forward`` orients the graph itself (:func:`~unigraph.message_passing.pyg_arguments.oriented`,
+    #: right after reading its arguments, before anything depends on the direction): ``propagate``
+    #: then takes ``g`` as given. False (a custom layer): ``propagate`` applies ``flow`` to ``g``.
+    resolves_flow: bool = False
+
     def __init__(self, aggr: str | None = "sum", *, fuse: bool = True, flow: str = "source_to_target",
                  node_dim: int = 0, aggr_kwargs: dict | None = None, decomposed_layers: int = 1):
         super().__init__()
@@ -112,13 +117,30 @@ class MessagePassing(torch.nn.Module):
         self.aggr = None if aggr is None else normalize_aggr(aggr)
         self.fuse = bool(fuse)
         self.node_dim = node_dim
+        self.flow = flow
         self._last_plan: MessagePlan | None = None
+        self._prepare_hooks()
+
+    def _prepare_hooks(self) -> None:
         # read here, eagerly (torch.compile cannot trace inspect.signature), and again by every eager
         # call whose message or update has changed since (see _read_hooks)
         self._read_hooks()
         if self._pure_message:  # so that a model compiled before any eager call finds its traces
             for inputs in _likely_inputs(self._message_parameters):
                 self._trace(inputs)
+
+    # pickling (torch.save of a whole model, copy.deepcopy): what was read of the hooks holds code
+    # objects and traces, which pickle cannot hold; it is derived state, read again on loading
+    _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_pure_message", "_pure_traces",
+                "_last_plan")
+
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key not in self._DERIVED}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._last_plan = None
+        self._prepare_hooks()
 
     # ------------------------------------------------------------------ the three user hooks
     def message(self, x_j: Tensor) -> Tensor:
@@ -142,6 +164,8 @@ class MessagePassing(torch.nn.Module):
         check_graph(g, f"{who}.propagate")
         if not torch.compiler.is_compiling() and not _same(self._hooks_identity(), self._hooks_read):
             self._read_hooks()
+        if not self.resolves_flow:
+            g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
         inputs = self._message_inputs(g, kwargs)
         if torch.compiler.is_compiling():

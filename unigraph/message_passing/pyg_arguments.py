@@ -7,8 +7,11 @@ PyG argument           in unigraph
 ``aggr=None``          accepted when the layer overrides ``aggregate`` (checked in the base class)
 ``aggr=[...]``/module  refused: one aggregation name, or override ``aggregate``
 ``aggr_kwargs``        refused unless empty (it configures PyG's aggregation modules)
-``flow``               ``"source_to_target"`` (the direction of a :class:`~unigraph.Graph`);
-                       ``"target_to_source"`` is refused: pass ``g.reverse()`` instead
+``flow``               ``"source_to_target"`` (the direction of a :class:`~unigraph.Graph`), or
+                       ``"target_to_source"``: the layers that resolve their own graph
+                       (:func:`oriented`) then run on it reversed; read at call time, so setting
+                       ``layer.flow`` later takes effect. A custom ``propagate(g, ...)`` call
+                       gets ``g`` as given: reverse it there.
 ``node_dim``           ``0``, or PyG's default ``-2`` while the features are 2-D (then the same
                        dimension); nodes are always dimension 0 here
 ``decomposed_layers``  any positive int; the results do not depend on it, and the fused path
@@ -23,16 +26,29 @@ from typing import Any
 
 from torch import Tensor
 
-FLOWS = ("source_to_target",)
+FLOWS = ("source_to_target", "target_to_source")
+
+
+def check_flow(flow: Any, who: str) -> str:
+    if flow not in FLOWS:
+        raise ValueError(f"{who}: flow must be 'source_to_target' or 'target_to_source', got {flow!r}")
+    return flow
+
+
+def oriented(g, flow: str, who: str):
+    """``g`` for ``flow="source_to_target"``; its reverse (kept on ``g``, so its caches persist)
+    for ``"target_to_source"``, where messages go from ``edge_index[1]`` to ``edge_index[0]``."""
+    if check_flow(flow, who) == "source_to_target":
+        return g
+    if g.is_bipartite:
+        raise ValueError(f"{who}: flow='target_to_source' on a bipartite graph would swap which features are the "
+                         "sources; pass the graph reversed (and the features in that order) instead")
+    return g.memo(("unigraph.nn", "reversed"), g.reverse)
 
 
 def pyg_settings(who: str, *, flow: Any, node_dim: Any, aggr_kwargs: Any, decomposed_layers: Any) -> None:
     """Refuse the ``MessagePassing.__init__`` arguments unigraph cannot honour."""
-    if flow == "target_to_source":
-        raise ValueError(f"{who}: flow='target_to_source' is not supported: a unigraph.Graph fixes the direction "
-                         "(messages go from edge_index[0] to edge_index[1]); propagate over g.reverse() instead")
-    if flow not in FLOWS:
-        raise ValueError(f"{who}: flow must be 'source_to_target', got {flow!r}")
+    check_flow(flow, who)
     if isinstance(node_dim, bool) or not isinstance(node_dim, int) or node_dim not in (0, -2):
         raise ValueError(f"{who}: node_dim must be 0 (unigraph keeps nodes in dimension 0), or PyG's default -2 "
                          f"for 2-D features; got {node_dim!r}")

@@ -50,7 +50,7 @@ class LayerStack(torch.nn.Module):
     Their sizes are keyword-only after ``in_channels``: ``GCN(1433, out_channels=7,
     hidden_channels=16)``. PyG's basic models take ``(in_channels, hidden_channels, num_layers,
     out_channels)`` positionally; here a positional call is refused (TypeError) rather than read
-    in another order."""
+    in another order: PyG's contract is :mod:`unigraph.nn.models`."""
 
     dropout_at: str = "after"
     activation = staticmethod(F.relu)

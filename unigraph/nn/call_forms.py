@@ -60,6 +60,7 @@ class Call:
     edge_weight: Tensor | None
     form: str          # "graph", "edge_index", "sparse_tensor" or "torch_sparse"
     adjacency: Any     # what the caller passed as the graph
+    edge_attr: Tensor | None = None  # a sparse adjacency's values, with values="edge_attr"
 
     def attention_result(self, out: Tensor, graph: Graph, alpha: Tensor):
         """``out`` with the attention weights, in PyG's return form for the caller's form:
@@ -86,7 +87,10 @@ def resolve(who: str, first: Any, second: Any, *, size: Any = None, edge_weight:
     ``edge_attr`` is only checked (a sparse adjacency has no edge order for it). ``values`` says what
     a sparse adjacency's values are: ``"edge_weight"`` (one float per edge, duplicates summed) or
     ``"edge_type"`` (one relation id per edge, in the adjacency's storage order, nothing merged);
-    they come back as ``Call.edge_weight``."""
+    they come back as ``Call.edge_weight``; or ``"edge_attr"`` (edge features, one row per stored
+    entry in storage order, nothing merged, as PyG reads a ``SparseTensor``'s values for layers that
+    take ``edge_attr``): they come back as ``Call.edge_attr``. A PyG ``EdgeIndex`` is an
+    ``edge_index`` whose ``sparse_size`` (when set) gives ``size``."""
     if _is_graph_object(first):
         if size is not None:
             raise ValueError(f"{who}: size={size!r} belongs to the conv(x, edge_index) form; a graph object "
@@ -96,10 +100,13 @@ def resolve(who: str, first: Any, second: Any, *, size: Any = None, edge_weight:
         return Call(_graph_of(who, first), second, edge_weight, "graph", first)
     if _is_adjacency(second):
         _check_features(who, first)
-        graph, weights, form = _from_adjacency(who, first, second, size, values)
+        adjacency, size = _edge_index_size(who, second, size)
+        graph, weights, form = _from_adjacency(who, first, adjacency, size, values)
         if edge_attr is not None and form != "edge_index":
             raise ValueError(f"{who} got edge_attr with a sparse adjacency, whose edges have no order the rows of "
                              "edge_attr could follow; pass edge_index as a [2, E] tensor (rows in its column order)")
+        if values == "edge_attr":
+            return Call(graph, first, edge_weight, form, second, weights)
         if weights is not None and edge_weight is not None:
             raise ValueError(f"{who} got edge weights twice: as edge_weight and as the values of the sparse "
                              "adjacency; pass one")
@@ -126,6 +133,18 @@ def _is_graph_object(obj: Any) -> bool:
 def is_graph_object(obj: Any) -> bool:
     """Whether ``obj`` is a graph the graph form ``conv(g, x)`` takes (Graph, DGL graph, PyG Data)."""
     return _is_graph_object(obj)
+
+
+def _edge_index_size(who: str, adj: Any, size: Any) -> tuple[Any, Any]:
+    """A PyG ``EdgeIndex`` as a plain tensor, its ``sparse_size`` (when complete) as ``size``."""
+    if not (type(adj).__name__ == "EdgeIndex" and type(adj).__module__.split(".")[0] == "torch_geometric"):
+        return adj, size
+    rows, cols = adj.sparse_size()
+    if rows is not None and cols is not None:
+        if size is not None and tuple(size) != (rows, cols):
+            raise ValueError(f"{who}: size={tuple(size)} contradicts the EdgeIndex's sparse_size {(rows, cols)}")
+        size = (rows, cols)
+    return adj.as_tensor(), size
 
 
 def _is_sparse_tensor(obj: Any) -> bool:
@@ -328,7 +347,7 @@ def _adjacency_counts(who: str, x: Any, shape: tuple[int, int], size: Any) -> tu
 
 def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any, values: str = "edge_weight"
                         ) -> tuple[Graph, Tensor | None, str]:
-    counts, bipartite = _adjacency_counts(who, x, tuple(adj.sizes()), size)
+    counts, bipartite = _adjacency_counts(who, x, tuple(adj.sizes())[:2], size)
     storage = adj.storage
     index = (storage.rowptr(), storage.col())
     # the structure is cached; the values are read on every call (``set_value_`` puts in a new tensor)
@@ -339,16 +358,17 @@ def _from_sparse_tensor(who: str, x: Any, adj: Any, size: Any, values: str = "ed
 
 def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "edge_weight"
                        ) -> tuple[Graph, Tensor | None, str]:
-    if adj.dim() != 2 or adj.dense_dim() != 0:
+    if adj.sparse_dim() != 2 or (adj.dense_dim() != 0 and values != "edge_attr"):
         raise ValueError(f"{who}: a sparse adjacency must be a 2-D matrix adj_t[dst, src] with scalar values, got "
                          f"shape {list(adj.shape)}")
-    counts, bipartite = _adjacency_counts(who, x, tuple(adj.shape), size)
+    counts, bipartite = _adjacency_counts(who, x, tuple(adj.shape[:2]), size)
+    as_stored = values in ("edge_type", "edge_attr")  # ids or features: never summed, so read as stored
     if adj.requires_grad:  # weights with a history: converted (differentiably) on every call
-        coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
-        if values == "edge_type":
+        if as_stored:
             dst, src, value = sparse_entries(adj)
             return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _values(who, value, values), \
                 "torch_sparse"
+        coo = (adj if adj.layout == torch.sparse_coo else adj.to_sparse_coo()).coalesce()
         dst, src = coo.indices()
         return _new_graph(who, torch.stack([src, dst]), counts, bipartite), _weights(who, coo.values()), "torch_sparse"
     # the structure (and where each stored entry goes) is cached; the values are read on every call
@@ -358,7 +378,7 @@ def _from_torch_sparse(who: str, x: Any, adj: Tensor, size: Any, values: str = "
                           ("torch_sparse", counts, bipartite, values),
                           lambda: _torch_sparse_structure(who, adj, counts, bipartite, values), index)
     value = adj._values() if adj.layout == torch.sparse_coo else adj.values()
-    if values == "edge_type":  # relation ids: never summed, so the entries are read as stored
+    if as_stored:
         return graph, _values(who, value, values), "torch_sparse"
     if slot is not None:  # duplicates summed, entries in (dst, src) order, as coalesce() does
         value = value.new_zeros(graph.num_edges).index_add_(0, slot, value)
@@ -371,7 +391,7 @@ def _torch_sparse_structure(who: str, adj: Tensor, counts: tuple[int, int], bipa
     into, or None when that is the entry's own position (coalesced storage in (dst, src) order:
     a coalesced COO or a CSR without duplicates). Relation ids keep the storage order (slot None)."""
     dst, src, _ = sparse_entries(adj)
-    if values == "edge_type":
+    if values in ("edge_type", "edge_attr"):
         return _new_graph(who, torch.stack([src, dst]), counts, bipartite), None
     keys, slot = torch.unique(dst * counts[0] + src, sorted=True, return_inverse=True)
     edges = torch.stack([keys % counts[0], keys // counts[0]]) if counts[0] else torch.stack([src, dst])
@@ -395,6 +415,8 @@ def _index_tensors(adj: Any) -> tuple:
 def _values(who: str, value: Tensor | None, kind: str) -> Tensor | None:
     if kind == "edge_weight":
         return _weights(who, value)
+    if kind == "edge_attr":
+        return value
     if value is None:
         raise ValueError(f"{who}: a sparse adjacency given without edge_type must hold the relation id of each edge "
                          "as its values (PyG's SparseTensor form); this one has no values")
@@ -462,7 +484,7 @@ def hetero_form(who: str, first: Any, second: Any) -> str:
             raise ValueError(f"{who}: x_dict has no features for {missing}, node types of {relation}; every node "
                              "type of a relation needs its features (their rows are its node count)")
         if _is_sparse_tensor(adj) or adj.layout in _SPARSE_LAYOUTS:
-            shape = tuple(adj.sizes()) if _is_sparse_tensor(adj) else tuple(adj.shape)
+            shape = tuple(adj.sizes())[:2] if _is_sparse_tensor(adj) else tuple(adj.shape)
             rows = (first[relation[2]].shape[0], first[relation[0]].shape[0])
             if shape != rows:
                 raise ValueError(f"{who}: edge_index_dict[{relation}] has shape {list(shape)} but x_dict has "

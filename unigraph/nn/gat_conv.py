@@ -16,6 +16,7 @@ from unigraph.nn.checks import (
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.dropout import keep_mask
 from unigraph.nn.projection import linear
+from unigraph.nn.static_graph import refuse_static
 from unigraph.self_loops import SelfLooped, with_self_loops
 
 LOOP_FILL_REDUCES = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin"}
@@ -66,10 +67,25 @@ def set_attention_settings(layer: torch.nn.Module, who: str, in_channels, out_ch
     layer.fill_value = check_fill_value(fill_value, who)
 
 
-def attention_inputs(layer: torch.nn.Module, who: str, g, x, size, edge_attr: Tensor | None):
+def attention_inputs(layer: torch.nn.Module, who: str, x, edge_index, size, edge_attr: Tensor | None):
     """``(call, g, x_src, x_dst, edge_attr)`` of an attention layer's call in any accepted form
-    (:mod:`unigraph.nn.call_forms`), with a lazy layer sized and every input checked."""
-    call = resolve(who, g, x, size=size, edge_attr=edge_attr)
+    (:mod:`unigraph.nn.call_forms`), with a lazy layer sized and every input checked.
+
+    A sparse adjacency's values, as PyG reads them: ignored without ``edge_dim``; with it, the
+    edge features (a ``SparseTensor``'s values, or a torch sparse tensor's values of more than one
+    dimension; one-dimensional torch sparse values are weights, ignored). A ``SparseTensor`` with
+    ``edge_dim`` and ``add_self_loops=True`` is refused with ``NotImplementedError``, as PyG does:
+    the self-loops' edge features need the ``[2, E]`` form."""
+    refuse_static(who, x)
+    with_features = layer.edge_dim is not None
+    call = resolve(who, x, edge_index, size=size, edge_attr=edge_attr,
+                   values="edge_attr" if with_features else "edge_weight")
+    if with_features and call.form == "sparse_tensor" and layer.add_self_loops:
+        raise NotImplementedError(f"{who}(edge_dim={layer.edge_dim}, add_self_loops=True) with a SparseTensor "
+                                  "adjacency: the edge features of the added self-loops need the edge_index form "
+                                  "([2, E] tensor with edge_attr), as in PyG")
+    if edge_attr is None and call.edge_attr is not None and (call.form == "sparse_tensor" or call.edge_attr.dim() > 1):
+        edge_attr = call.edge_attr
     g, x_src, x_dst = node_inputs(call.graph, call.x, who, layer=layer)
     return call, g, x_src, x_dst, checked_edge_attr(layer, g, edge_attr, who)
 
@@ -161,7 +177,9 @@ class GATConv(torch.nn.Module):
     ``ops.gat_attention`` call, which never stores the E x H x F messages nor (on fused backends)
     the attention weights; the edge-feature term is folded into a ``[edge_dim, heads]`` matrix, so
     no E x H x F tensor of edge projections is built either. ``return_attention_weights=True``
-    takes the unfused path (scores, ``edge_softmax``, g-SpMM) to hand the weights back.
+    does not change the output (the same fused call computes it); the weights are computed
+    beside it from the same scores by ``gsddmm`` and ``edge_softmax`` (equal to the weights inside
+    the fused call up to rounding, about 1e-7 in float32).
 
     Args:
         in_channels (int or tuple): size of each input sample, or (source, destination) sizes
@@ -185,7 +203,7 @@ class GATConv(torch.nn.Module):
     :mod:`unigraph.nn.call_forms`). ``return_attention_weights=True`` returns
     ``(out, (edge_index, alpha))`` for a graph object or an edge_index tensor, ``(out, adj)`` with
     ``alpha`` as the values for a ``SparseTensor``, ``(out, (adj, alpha))`` for a torch sparse
-    adjacency; ``alpha`` (``[E', H]``, after attention dropout) is exactly what weighted the sum, over
+    adjacency; ``alpha`` (``[E', H]``, after attention dropout) is what weighted the sum, over
     the edges of the graph used (its self-loops included). ``get_attention=True`` is DGL's form,
     ``(out, alpha[E, H, 1])`` over the edges of the graph given (needs ``add_self_loops=False``).
 
@@ -240,10 +258,10 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def forward(self, g: Graph | Any, x: Any, edge_attr: Tensor | None = None, size: Any = None,
+    def forward(self, x: Any, edge_index: Any, edge_attr: Tensor | None = None, size: Any = None,
                 return_attention_weights: bool | None = None, get_attention: bool = False):
         who = "GATConv"
-        call, g, x_src, x_dst, edge_attr = attention_inputs(self, who, g, x, size, edge_attr)
+        call, g, x_src, x_dst, edge_attr = attention_inputs(self, who, x, edge_index, size, edge_attr)
         attention = wants_attention(self, who, return_attention_weights, get_attention)
         heads, channels = self.heads, self.out_channels
 
@@ -261,11 +279,10 @@ class GATConv(torch.nn.Module):
         if self.training and self.dropout > 0.0:
             mask = attention_dropout_mask(graph.num_edges, heads, self.dropout, h_src)
 
-        alpha = None
-        if attention:
-            out, alpha = self._attend_unfused(graph, h_src, el, er, edge_scores, mask)
-        else:
-            out = ops.gat_attention(graph, h_src, el, er, self.negative_slope, edge_scores=edge_scores, edge_mask=mask)
+        out = ops.gat_attention(graph, h_src, el, er, self.negative_slope, edge_scores=edge_scores, edge_mask=mask)
+        # the weights beside the output: the same scores through the separate ops (out itself is
+        # the call's result whether or not they are asked for)
+        alpha = self._attention_weights(graph, el, er, edge_scores, mask) if attention else None
         out = merge_heads(self, out, x_dst)
         return attention_output(self, call, out, graph, alpha, return_attention_weights, get_attention)
 
@@ -287,15 +304,13 @@ class GATConv(torch.nn.Module):
         folded = torch.einsum("hcd,hc->dh", weight, self.att_edge[0])
         return edge_attr @ folded
 
-    def _attend_unfused(self, graph: Graph, h_src: Tensor, el: Tensor, er: Tensor, edge_scores: Tensor | None,
-                        mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _attention_weights(self, graph: Graph, el: Tensor, er: Tensor, edge_scores: Tensor | None,
+                           mask: Tensor | None) -> Tensor:
         scores = ops.gsddmm(graph, "add", el, er, "u", "v")
         if edge_scores is not None:
             scores = scores + edge_scores
         alpha = ops.edge_softmax(graph, F.leaky_relu(scores, self.negative_slope))
-        if mask is not None:
-            alpha = alpha * mask
-        return ops.gspmm(graph, "u_mul_e", "sum", h_src, alpha.unsqueeze(-1)), alpha
+        return alpha * mask if mask is not None else alpha
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

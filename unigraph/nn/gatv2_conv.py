@@ -108,12 +108,13 @@ class GATv2Conv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def forward(self, g: Graph | Any, x: Any, edge_attr: Tensor | None = None,
+    def forward(self, x: Any, edge_index: Any, edge_attr: Tensor | None = None,
                 return_attention_weights: bool | None = None, size: Any = None, get_attention: bool = False):
         who = "GATv2Conv"
-        if isinstance(x, (tuple, list)) and len(x) == 2 and x[1] is None:
-            raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
-        call, g, x_src, x_dst, edge_attr = attention_inputs(self, who, g, x, size, edge_attr)
+        for features in (x, edge_index):
+            if isinstance(features, (tuple, list)) and len(features) == 2 and features[1] is None:
+                raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
+        call, g, x_src, x_dst, edge_attr = attention_inputs(self, who, x, edge_index, size, edge_attr)
         if x_dst is None:
             raise ValueError(f"{who} needs destination features: pass (x_src, x_dst) with x_dst a tensor")
         wants_attention(self, who, return_attention_weights, get_attention)

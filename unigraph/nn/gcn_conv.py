@@ -14,7 +14,9 @@ from unigraph.message_passing.inputs import check_graph, check_rows
 from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
 from unigraph.nn.lazy import LAZY, make_linear, materialize
+from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.projection import is_sparse, linear
+from unigraph.nn.static_graph import batch_major, is_static, node_major
 from unigraph.self_loops import with_self_loops
 
 
@@ -51,22 +53,35 @@ class GCNConv(MessagePassing):
             reuse them while the same graph comes back (transductive training); given edge
             weights are then treated as constants. Without edge weights the normalization is
             always cached on the graph. (default: ``False``)
-        add_self_loops (bool, optional): add self-loops. (default: ``True``)
+        add_self_loops (bool, optional): add self-loops; ``None`` means ``normalize`` (as in PyG,
+            which refuses self-loops without the normalization: so does this layer).
+            (default: ``None``)
         normalize (bool, optional): apply the symmetric normalization. (default: ``True``)
         bias (bool, optional): learn an additive bias. (default: ``True``)
+        **kwargs: :class:`~unigraph.message_passing.MessagePassing` arguments (``flow``, ``aggr``,
+            ``node_dim``, ...), as PyG's. ``flow`` is read at call time.
 
     Shapes:
         - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`; a
           sparse adjacency's values are the edge weights), graph ``g`` with :math:`|\mathcal{V}|` nodes (or a block), node features
-          :math:`(|\mathcal{V}|, F_{in})` (dense, or sparse CSR/COO), edge weights
+          :math:`(|\mathcal{V}|, F_{in})` (dense, or sparse CSR/COO), or :math:`(B, |\mathcal{V}|, F_{in})`
+          for ``B`` feature sets over one graph (:mod:`unigraph.nn.static_graph`), edge weights
           :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})` (:math:`|\mathcal{V}_{dst}|`
-          rows for a block)
+          rows for a block; :math:`(B, |\mathcal{V}|, F_{out})` for a static graph)
     """
 
+    resolves_flow = True
+
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
-                 add_self_loops: bool = True, normalize: bool = True, bias: bool = True):
-        super().__init__(aggr="sum")
+                 add_self_loops: bool | None = None, normalize: bool = True, bias: bool = True, **kwargs: Any):
+        kwargs.setdefault("aggr", "sum")
+        super().__init__(**kwargs)
+        add_self_loops = normalize if add_self_loops is None else add_self_loops
+        if add_self_loops and not normalize:
+            raise ValueError("GCNConv does not support adding self-loops to the graph when no on-the-fly "
+                             "normalization is applied (add_self_loops=True with normalize=False): the self-loops "
+                             "are part of the normalization; add them to edge_index yourself")
         self.in_channels = in_channels if in_channels == LAZY else check_positive(in_channels, "in_channels", "GCNConv")
         self._widths = (in_channels, in_channels)
         self._lazy = in_channels == LAZY
@@ -75,7 +90,7 @@ class GCNConv(MessagePassing):
         self.add_self_loops, self.normalize = add_self_loops, normalize
         self.lin = make_linear(in_channels, out_channels, bias=False)
         self.bias = Parameter(torch.empty(out_channels)) if bias else None
-        self._cached_norm: tuple | None = None  # (weakref to graph, looped graph, weights)
+        self._cached_norm: tuple | None = None  # (weakref to graph, looped graph, weights, the call's form)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -84,12 +99,25 @@ class GCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self._cached_norm = None
 
-    def forward(self, g: Graph | Tensor, x: Tensor | Any, edge_weight: Tensor | None = None) -> Tensor:
-        if isinstance(x, (tuple, list)) or isinstance(g, (tuple, list)):
+    def forward(self, x: Tensor | Any, edge_index: Any, edge_weight: Tensor | None = None) -> Tensor:
+        if isinstance(x, (tuple, list)) or isinstance(edge_index, (tuple, list)):
             raise ValueError("GCNConv takes one feature tensor, not a (source, destination) pair: for a block "
                              "pass the source features (its first num_dst_nodes rows are the destinations)")
-        call = resolve("GCNConv", g, x, edge_weight=edge_weight)
-        g, x, edge_weight = call.graph, call.x, call.edge_weight
+        if is_static(x):  # [B, N, F]: B feature sets over one graph
+            if self._lazy:
+                raise ValueError("GCNConv(-1, ...) infers in_channels from [N, F] features; call it once on those first")
+            check_width(x[0], self._widths[0], "GCNConv")
+            call = resolve("GCNConv", node_major(x), edge_index, edge_weight=edge_weight)
+            g = self._square(oriented(call.graph, self.flow, "GCNConv"), call.form)
+            batch, h = x.shape[0], node_major(linear(x, self.lin.weight))
+            weights = edge_input(g, call.edge_weight, "GCNConv", "edge_weight", vector=True)
+            if self.normalize:
+                g, weights = self._normalized(g, weights, h.dtype, call.form)
+            out = batch_major(self.propagate(g, x=h, edge_weight=weights), batch)
+            return out + self.bias if self.bias is not None else out
+        call = resolve("GCNConv", x, edge_index, edge_weight=edge_weight)
+        g, x, edge_weight = oriented(call.graph, self.flow, "GCNConv"), call.x, call.edge_weight
+        g = self._square(g, call.form)
         check_graph(g, "GCNConv")
         check_rows(x, g.num_src_nodes, "x", "source nodes" if g.is_bipartite else "nodes")
         if self._lazy:
@@ -103,16 +131,38 @@ class GCNConv(MessagePassing):
                            and not torch.is_autocast_enabled(x.device.type))
         h = x if aggregate_first else linear(x, self.lin.weight)
         if self.normalize:
-            g, edge_weight = self._normalized(g, edge_weight, h.dtype)
+            g, edge_weight = self._normalized(g, edge_weight, h.dtype, call.form)
         out = self.propagate(g, x=h, edge_weight=edge_weight)
         out = linear(out, self.lin.weight) if aggregate_first else out
         return out + self.bias if self.bias is not None else out
+
+    def _square(self, g: Graph, form: str) -> Graph:
+        """PyG normalizes a square adjacency only (it asserts so for sparse ones; a non-square
+        ``EdgeIndex`` loses its size when the self-loops are added): in PyG's forms a bipartite
+        graph is refused rather than normalized as a block (DGL's rule, the graph form's)."""
+        if self.normalize and form != "graph" and g.is_bipartite:
+            raise ValueError(f"GCNConv(normalize=True) in PyG's form conv(x, edge_index) needs a square adjacency, "
+                             f"got {g.num_src_nodes} source and {g.num_dst_nodes} destination nodes (a sparse_size "
+                             "or sparse shape); PyG refuses or resizes this. For a sampled block's normalization "
+                             "pass a unigraph Graph block: conv(block, x)")
+        return g
 
     def message(self, x_j: Tensor, edge_weight: Tensor | None) -> Tensor:
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
 
     # ------------------------------------------------------------------ normalization
-    def _normalized(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+    @property
+    def _cached_edge_index(self) -> tuple | None:
+        """PyG's name: the cached normalization of an edge_index (or torch sparse) call, or None."""
+        return self._cached_norm[1:3] if self._cached_norm and self._cached_norm[3] != "sparse_tensor" else None
+
+    @property
+    def _cached_adj_t(self) -> tuple | None:
+        """PyG's name: the cached normalization of a ``SparseTensor`` call, or None."""
+        return self._cached_norm[1:3] if self._cached_norm and self._cached_norm[3] == "sparse_tensor" else None
+
+    def _normalized(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype,
+                    form: str = "graph") -> tuple[Graph, Tensor]:
         """The graph to propagate on and its normalized edge weights, cached where the docstring
         says. While torch.compile traces, caches are not written (a write would be a side effect of the
         compiled code) and the graph's is not read: the weights are computed in the compiled graph."""
@@ -132,7 +182,7 @@ class GCNConv(MessagePassing):
             result = self._normalize(g, edge_weight, dtype)
         if self.cached and not compiling:
             looped, weights = result
-            self._cached_norm = (weakref.ref(g), looped, weights.detach())
+            self._cached_norm = (weakref.ref(g), looped, weights.detach(), form)
         return result
 
     def _normalize(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:

@@ -7,10 +7,12 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
+from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.call_forms import resolve
-from unigraph.nn.checks import channels_pair, check_positive, edge_input, node_inputs
+from unigraph.nn.checks import channels_pair, check_positive, check_width, edge_input, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
+from unigraph.nn.static_graph import batch_major, is_static, node_major
 
 
 class GraphConv(MessagePassing):
@@ -41,13 +43,17 @@ class GraphConv(MessagePassing):
     Shapes:
         - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` with ``size`` (see
           :mod:`unigraph.nn.call_forms`; a sparse adjacency's values are the edge weights); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
-          :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, edge weights
+          :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, or :math:`(B, |\mathcal{V}|, F_{in})`
+          (a static graph, :mod:`unigraph.nn.static_graph`), edge weights
           :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
-    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str = "add", bias: bool = True):
-        super().__init__(aggr=aggr)
+    resolves_flow = True
+
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str = "add", bias: bool = True,
+                 **kwargs: Any):
+        super().__init__(aggr=aggr, **kwargs)
         self.in_channels = in_channels
         self._widths = channels_pair(in_channels, "GraphConv", lazy=True)
         self._lazy = LAZY in self._widths
@@ -60,9 +66,17 @@ class GraphConv(MessagePassing):
         self.lin_rel.reset_parameters()
         self.lin_root.reset_parameters()
 
-    def forward(self, g: Graph | Any, x: Any, edge_weight: Tensor | None = None, size: Any = None) -> Tensor:
-        call = resolve("GraphConv", g, x, size=size, edge_weight=edge_weight)
-        g, x, edge_weight = call.graph, call.x, call.edge_weight
+    def forward(self, x: Any, edge_index: Any, edge_weight: Tensor | None = None, size: Any = None) -> Tensor:
+        if is_static(x):  # [B, N, F]: B feature sets over one graph
+            batch = x.shape[0]
+            check_width(x[0], self._widths[0], "GraphConv")
+            call = resolve("GraphConv", node_major(x), edge_index, size=size, edge_weight=edge_weight)
+            g = oriented(call.graph, self.flow, "GraphConv")
+            edge_weight = edge_input(g, call.edge_weight, "GraphConv", "edge_weight", vector=True)
+            aggregated = batch_major(self.propagate(g, x=node_major(x), edge_weight=edge_weight), batch)
+            return self.lin_rel(aggregated) + linear(x, self.lin_root.weight)
+        call = resolve("GraphConv", x, edge_index, size=size, edge_weight=edge_weight)
+        g, x, edge_weight = oriented(call.graph, self.flow, "GraphConv"), call.x, call.edge_weight
         g, x_src, x_dst = node_inputs(g, x, "GraphConv", layer=self)
         edge_weight = edge_input(g, edge_weight, "GraphConv", "edge_weight", vector=True)
         if self.aggr in ("sum", "mean") and self._widths[0] > self.out_channels:
@@ -82,4 +96,4 @@ class GraphConv(MessagePassing):
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"

@@ -50,7 +50,8 @@ class HGTConv(torch.nn.Module):
     :math:`\mu_r^h / \sqrt{d}` folded into the keys.
 
     Args:
-        in_channels (int or dict): input width of every node type, or ``{type: width}``.
+        in_channels (int or dict): input width of every node type, or ``{type: width}``; ``-1``
+            infers it on the first call (:class:`~unigraph.hetero.TypedLinear`).
         out_channels (int): output width (divisible by ``heads``).
         metadata (tuple): ``(node_types, relations)`` (:meth:`HeteroGraph.metadata`).
         heads (int, optional): attention heads. (default: ``1``)
@@ -58,8 +59,9 @@ class HGTConv(torch.nn.Module):
     Shapes:
         - **input:** a :class:`~unigraph.HeteroGraph` (or typed block) whose relations are among
           ``metadata``'s, and ``{node_type: [N_t, in_t]}``
-        - **output:** ``{node_type: [N_dst_t, out_channels]}`` for every destination type of the
-          graph's relations
+        - **output:** ``{node_type: [N_dst_t, out_channels]}`` for every node type in ``x_dict``
+          that is the destination of one of ``metadata``'s relations (PyG's rule; a type without
+          in-edges in this graph gets the update of an empty message)
     """
 
     def __init__(self, in_channels: int | Mapping[str, int], out_channels: int,
@@ -79,9 +81,10 @@ class HGTConv(torch.nn.Module):
             widths = {t: widths[t] for t in self.node_types if t in widths}
             if len(widths) != len(self.node_types):
                 raise ValueError(f"{who} in_channels must give a width for every node type {self.node_types}")
-        self.in_channels = widths
+        self._dst_types = {r[2] for r in self.relations}
         dim = out_channels // heads
         self.kqv_lin = TypedLinear(widths, 3 * out_channels)
+        self.in_channels = self.kqv_lin.in_channels  # one dict: lazy widths filled in by the first call
         self.out_lin = TypedLinear(out_channels, out_channels, types=self.node_types)
         self.k_rel = Parameter(torch.empty(len(self.relations), heads, dim, dim))
         self.v_rel = Parameter(torch.empty(len(self.relations), heads, dim, dim))
@@ -108,6 +111,8 @@ class HGTConv(torch.nn.Module):
         unknown = [t for t in hg.node_types if t not in self.in_channels]
         if unknown:
             raise ValueError(f"{who} has no weights for node types {unknown}; its metadata has {self.node_types}")
+        if isinstance(x_dict, Mapping):
+            self.kqv_lin.infer_widths(x_dict)
         inputs = TypedInputs(hg, x_dict, who, width=self.in_channels)
         index = relation_positions(hg, self.relations, who, self.k_rel.device)
         heads, width = self.heads, self.out_channels
@@ -134,7 +139,7 @@ class HGTConv(torch.nn.Module):
         messages = ops.gspmm(graph, "u_mul_e", "sum", v_rows.view(-1, heads, dim), alpha)  # [N_dst, H, d]
         per_type = inputs.split(messages.reshape(-1, width))
 
-        destinations = [t for t in hg.node_types if any(r[2] == t for r in hg.relations) and t in inputs.src]
+        destinations = [t for t in hg.node_types if t in self._dst_types and t in inputs.src]
         out = self.out_lin({t: F.gelu(per_type[t]) for t in destinations})
         for t in destinations:
             x_dst = inputs.dst[t]
@@ -144,4 +149,4 @@ class HGTConv(torch.nn.Module):
         return out
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+        return f"{type(self).__name__}(-1, {self.out_channels}, heads={self.heads})"  # PyG's form

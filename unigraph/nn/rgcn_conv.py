@@ -16,6 +16,7 @@ from unigraph.hetero.relational import RelationLayout, hetero_layout, typed_layo
 from unigraph.message_passing.base import normalize_aggr
 from unigraph.message_passing.inputs import check_graph, split_pair
 from unigraph.nn import call_forms
+from unigraph.nn.static_graph import refuse_static
 from unigraph.nn.checks import channels_pair, check_positive, check_width, glorot_
 
 
@@ -127,16 +128,17 @@ class RGCNConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     # ------------------------------------------------------------------ forward
-    def forward(self, g: Graph | HeteroGraph | Any, x: Any, edge_type: Tensor | None = None):
-        who = "RGCNConv"
-        if isinstance(g, HeteroGraph):
+    def forward(self, x: Any, edge_index: Any, edge_type: Tensor | None = None):
+        who = type(self).__name__
+        if isinstance(x, HeteroGraph):  # (hg, x_dict)
             if edge_type is not None:
-                raise ValueError("RGCNConv on a HeteroGraph takes its relations from the graph; do not pass edge_type")
-            return self._forward_hetero(g, x)
-        if call_forms.is_graph_object(g):
-            graph, x, edge_type = call_forms.resolve_typed(who, g, self._featureless_ids(x), edge_type)
+                raise ValueError(f"{who} on a HeteroGraph takes its relations from the graph; do not pass edge_type")
+            return self._forward_hetero(x, edge_index)
+        if call_forms.is_graph_object(x):  # (g, x, edge_type)
+            graph, x, edge_type = call_forms.resolve_typed(who, x, self._featureless_ids(edge_index), edge_type)
         else:  # PyG's form: (x, edge_index or adj_t, edge_type)
-            graph, x, edge_type = call_forms.resolve_typed(who, self._featureless_ids(g), x, edge_type)
+            refuse_static(who, x)
+            graph, x, edge_type = call_forms.resolve_typed(who, self._featureless_ids(x), edge_index, edge_type)
         return self._forward_typed(graph, x, edge_type)
 
     def _featureless_ids(self, x: Any) -> Any:
@@ -280,3 +282,11 @@ class RGCNConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, num_relations={self.num_relations})"
+
+
+class FastRGCNConv(RGCNConv):
+    r"""PyG's name for the same relational convolution (:class:`RGCNConv`: arguments, parameters
+    and function are identical). PyG's ``FastRGCNConv`` trades memory for speed by building each
+    edge's weight matrix; unigraph's :class:`RGCNConv` already runs every relation at once with
+    grouped products and builds no per-edge weights, so both names run that path.
+    """

@@ -11,13 +11,17 @@ from torch.nn import Linear
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph import ops
+from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
+from unigraph.nn.aggr.resolver import aggregation_resolver
+from unigraph.nn.resolver import normalize_name
+from unigraph.nn.static_graph import is_static, static_copies
 
 SIMPLE_AGGREGATORS = ("mean", "sum", "add", "max", "min")
-DGL_AGGREGATORS = ("pool", "gcn", "lstm")
+DGL_AGGREGATORS = ("pool", "gcn", "dgl_lstm")
 
 
 class SAGEConv(MessagePassing):
@@ -38,6 +42,15 @@ class SAGEConv(MessagePassing):
     each aggregation of the neighbours, concatenated in list order, so :math:`\mathbf{W}_1` has
     ``len(aggr) * in_channels`` inputs).
 
+    Other aggregations run on the per-edge messages through an aggregation module
+    (``self.aggr_module``, PyG's contract, :mod:`unigraph.nn.aggr`): ``aggr`` a name PyG knows
+    (``"std"``, ``"var"``, ``"softmax"``, ``"powermean"``, ``"lstm"``, ...), a list of names or
+    modules combined as ``aggr_kwargs`` says (``mode="cat"``, ``"proj"``, ``"attn"``, ``"sum"``, ...:
+    :class:`~unigraph.nn.aggr.MultiAggregation`), or a module (unigraph's or PyG's own), called as
+    ``aggr(x_j, index=dst, dim_size=num_dst)``. ``"lstm"`` is PyG's
+    :class:`~unigraph.nn.aggr.LSTMAggregation` (each node's neighbours zero-padded to the largest
+    degree, edges sorted by destination, as PyG requires).
+
     DGL's aggregators:
 
     - ``"pool"``: :math:`\max_j \mathrm{ReLU}(\mathbf{W}_3 \mathbf{x}_j + \mathbf{b}_3)`, the same
@@ -45,12 +58,13 @@ class SAGEConv(MessagePassing):
     - ``"gcn"``: :math:`\mathbf{x}^{\prime}_i = \mathbf{W}_1 \frac{\mathbf{x}_i + \sum_{j \in
       \mathcal{N}(i)} \mathbf{x}_j}{d_i + 1} + \mathbf{b}` (no root weight: ``root_weight`` is
       ignored), :math:`d_i` the in-degree.
-    - ``"lstm"``: an LSTM (``in_channels`` wide, zero initial state) reads each node's in-neighbours'
-      features in edge order (the order the edges have in the graph, i.e. in ``edge_index``'s
-      columns); its last hidden state is the aggregation (0 for a node without in-edges). Nodes are
-      batched by in-degree, as DGL does. DGL orders a node's messages the same way; PyG's
-      ``LSTMAggregation`` instead pads every node to the largest degree and reads the state after
-      the padding, so it differs from this (and DGL) for nodes below the largest degree. With ``project=True`` the neighbours are first
+    - ``"dgl_lstm"`` (DGL's ``"lstm"``): an LSTM (``in_channels`` wide, zero initial state) reads
+      each node's in-neighbours' features in edge order; its hidden state after the node's own last
+      neighbour is the aggregation (0 for a node without in-edges). Nodes are batched by in-degree,
+      as DGL does. It differs from PyG's ``"lstm"`` for nodes below the largest degree (PyG's
+      state is read after the padding).
+
+    With ``project=True`` the neighbours are first
     projected, :math:`\mathbf{x}_j \leftarrow \mathrm{ReLU}(\mathbf{W}_3 \mathbf{x}_j + \mathbf{b}_3)`;
     ``aggr="max", project=True`` is the paper's max-pooling aggregator. With ``normalize=True`` the
     output is :math:`\ell_2`-normalized, :math:`\mathbf{x}^{\prime}_i / \| \mathbf{x}^{\prime}_i \|_2`.
@@ -61,16 +75,19 @@ class SAGEConv(MessagePassing):
 
     Args:
         in_channels (int or tuple): size of each input sample, or (source, destination) sizes;
-            ``-1`` infers it on the first call (not with ``project``, ``"pool"`` or ``"lstm"``, whose
-            inner width is the input width).
+            ``-1`` infers it on the first call (not with ``project``, ``"pool"``, ``"lstm"`` or
+            ``"dgl_lstm"``, whose inner width is the input width).
         out_channels (int): size of each output sample.
-        aggr (str or list, optional): ``"mean"``, ``"sum"`` (``"add"``), ``"max"``, ``"min"``, a list
-            of those, or DGL's ``"pool"``, ``"gcn"``, ``"lstm"``. (default: ``"mean"``)
+        aggr (str, list or module, optional): ``"mean"``, ``"sum"`` (``"add"``), ``"max"``,
+            ``"min"``, any aggregation name or module (see above), a list of them, or DGL's
+            ``"pool"``, ``"gcn"``, ``"dgl_lstm"``. (default: ``"mean"``)
         normalize (bool, optional): :math:`\ell_2`-normalize the output. (default: ``False``)
         root_weight (bool, optional): add the transformed destination features
             :math:`\mathbf{W}_2 \mathbf{x}_i`. (default: ``True``)
         project (bool, optional): project neighbours first (see above). (default: ``False``)
         bias (bool, optional): learn an additive bias. (default: ``True``)
+        aggr_kwargs (dict, optional): arguments of the aggregation module (PyG's).
+        **kwargs: :class:`~unigraph.message_passing.MessagePassing` arguments (``flow``, ...).
 
     Shapes:
         - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` with ``size``
@@ -79,27 +96,40 @@ class SAGEConv(MessagePassing):
         - **output:** node features :math:`(|\mathcal{V}_{dst}|, F_{out})`
     """
 
-    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str | list[str] = "mean",
-                 normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True):
+    resolves_flow = True
+
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: Any = "mean",
+                 normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True,
+                 aggr_kwargs: dict | None = None, **kwargs: Any):
         who = "SAGEConv"
-        self.aggregators = _check_aggregators(aggr, who)
-        kind = self.aggregators[0]
-        # propagate's reduce: pool is max over projected neighbours, gcn a sum divided afterwards
-        super().__init__(aggr={"pool": "max", "gcn": "sum", "lstm": "sum"}.get(kind, kind))
+        self.aggregators = _check_aggregators(aggr, aggr_kwargs, who)
+        kind = self.aggregators[0] if self.aggregators else "module"
+        # propagate's reduce: pool is max over projected neighbours, gcn a sum divided afterwards;
+        # a module aggregates the messages itself (the reduce is then unused)
+        super().__init__(aggr={"pool": "max", "gcn": "sum", "dgl_lstm": "sum", "module": "sum"}.get(kind, kind),
+                         **kwargs)
         self.in_channels = in_channels
         self.out_channels = check_positive(out_channels, "out_channels", who)
         self._widths = channels_pair(in_channels, who, lazy=True)
         self._lazy = LAZY in self._widths
         project = project or kind == "pool"
-        if self._widths[0] == LAZY and (project or kind == "lstm"):
-            raise ValueError(f"{who} cannot infer in_channels (-1) with project=True or aggr='pool'/'lstm': their "
-                             "inner layers are as wide as the input; give in_channels")
+        if self._widths[0] == LAZY and (project or kind == "dgl_lstm" or _is_name(aggr, "lstm")):
+            raise ValueError(f"{who} does not support lazy initialization (in_channels=-1) with project=True or "
+                             "aggr='pool'/'lstm'/'dgl_lstm': their inner layers are as wide as the input, so it "
+                             "cannot infer in_channels; give in_channels")
         self.normalize, self.project = normalize, project
         self.root_weight = root_weight and kind != "gcn"
+        self._aggr_repr = str(aggr)  # as given (a module would register as a submodule if kept)
         if project:
             self.lin = Linear(self._widths[0], self._widths[0], bias=True)
-        self.lstm = torch.nn.LSTM(self._widths[0], self._widths[0], batch_first=True) if kind == "lstm" else None
+        self.aggr_module = None
         aggregated = len(self.aggregators) * self._widths[0] if self._widths[0] != LAZY else LAZY
+        if kind == "module":
+            self.aggr_module = _aggregation_module(aggr, aggr_kwargs, self._widths[0])
+            if self._widths[0] != LAZY:
+                width = getattr(self.aggr_module, "get_out_channels", None)
+                aggregated = width(self._widths[0]) if width is not None else self._widths[0]
+        self.lstm = torch.nn.LSTM(self._widths[0], self._widths[0], batch_first=True) if kind == "dgl_lstm" else None
         self.lin_l = make_linear(aggregated, out_channels, bias=bias)
         if self.root_weight:
             self.lin_r = make_linear(self._widths[1], out_channels, bias=False)
@@ -110,23 +140,33 @@ class SAGEConv(MessagePassing):
             self.lin.reset_parameters()
         if self.lstm is not None:
             self.lstm.reset_parameters()
+        if self.aggr_module is not None and hasattr(self.aggr_module, "reset_parameters"):
+            self.aggr_module.reset_parameters()
         self.lin_l.reset_parameters()
         if self.root_weight:
             self.lin_r.reset_parameters()
 
     def _lazy_linears(self) -> tuple[tuple, tuple]:
-        # lin_l reads len(aggr) aggregations of the input, concatenated
-        return ((self.lin_l, len(self.aggregators)),), (self.lin_r if self.root_weight else None,)
+        # lin_l reads len(aggr) aggregations of the input, concatenated; after a module, whatever
+        # width the module returns (lin_l then sizes itself on its first call)
+        source = ((self.lin_l, len(self.aggregators)),) if self.aggr_module is None else ()
+        return source, (self.lin_r if self.root_weight else None,)
 
-    def forward(self, g: Graph | Any, x: Any, size: Any = None) -> Tensor:
+    def forward(self, x: Any, edge_index: Any, size: Any = None) -> Tensor:
         who = "SAGEConv"
-        call = resolve(who, g, x, size=size)
-        g, x_src, x_dst = node_inputs(call.graph, call.x, who, layer=self)
+        if is_static(x):  # [B, N, F]: B copies of the graph (pool, lstm and learned aggregations mix channels)
+            g, x_flat, _ = static_copies(who, x, edge_index, size=size)
+            return self(g, x_flat).view(x.shape[0], x.shape[1], -1)
+        call = resolve(who, x, edge_index, size=size)
+        g, x_src, x_dst = node_inputs(oriented(call.graph, self.flow, who), call.x, who, layer=self)
         if self.project:
             x_src = F.relu(linear(x_src, self.lin.weight, self.lin.bias))
-        kind = self.aggregators[0]
+        kind = self.aggregators[0] if self.aggregators else "module"
         has_root = self.root_weight and x_dst is not None
-        if kind == "lstm":
+        if kind == "module":
+            messages = dense(x_src).index_select(0, g.src)
+            out = self.lin_l(self.aggr_module(messages, g.dst, dim_size=g.num_dst_nodes, dim=0))
+        elif kind == "dgl_lstm":
             out = self.lin_l(self._lstm_aggregate(g, dense(x_src)))
         elif kind == "gcn":
             out = self._gcn(g, x_src, x_dst)
@@ -208,19 +248,42 @@ class SAGEConv(MessagePassing):
         return out
 
     def __repr__(self) -> str:
-        aggr = self.aggregators[0] if len(self.aggregators) == 1 else list(self.aggregators)
-        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={aggr})"
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self._aggr_repr})"
 
 
-def _check_aggregators(aggr: Any, who: str) -> tuple[str, ...]:
+def _is_name(aggr: Any, name: str) -> bool:
+    return isinstance(aggr, str) and normalize_name(aggr) == normalize_name(name)
+
+
+def _check_aggregators(aggr: Any, aggr_kwargs: dict | None, who: str) -> tuple[str, ...]:
+    """The names of the built-in paths (one simple reduce, a list of them concatenated, or one of
+    DGL's), or ``()`` when an aggregation module does the work."""
     names = tuple(aggr) if isinstance(aggr, (list, tuple)) else (aggr,)
     if not names:
         raise ValueError(f"{who} aggr must name at least one aggregation, got {aggr!r}")
-    for name in names:
-        if not isinstance(name, str) or name not in SIMPLE_AGGREGATORS + DGL_AGGREGATORS:
-            raise ValueError(f"{who} aggr must be one of {', '.join(SIMPLE_AGGREGATORS + DGL_AGGREGATORS)} or a "
-                             f"list of {', '.join(SIMPLE_AGGREGATORS)}; got {name!r}")
-    if len(names) > 1 and any(name in DGL_AGGREGATORS for name in names):
+    if len(names) > 1 and any(isinstance(n, str) and n in DGL_AGGREGATORS for n in names):
         raise ValueError(f"{who}: DGL's aggregators {', '.join(DGL_AGGREGATORS)} cannot be combined in a list; "
                          f"got {list(names)}")
-    return names
+    if len(names) == 1 and names[0] in DGL_AGGREGATORS:
+        if aggr_kwargs:
+            raise ValueError(f"{who}: aggr_kwargs configure an aggregation module; DGL's {names[0]!r} takes none")
+        return names
+    plain = not aggr_kwargs or (dict(aggr_kwargs) == {"mode": "cat"} and len(names) > 1)
+    if plain and all(isinstance(n, str) and n in SIMPLE_AGGREGATORS for n in names):
+        return names
+    for name in names:
+        if not (isinstance(name, (str, torch.nn.Module)) or callable(name)):
+            raise ValueError(f"{who} aggr must be a name, an aggregation module or a list of them; got {name!r}")
+    return ()
+
+
+def _aggregation_module(aggr: Any, aggr_kwargs: dict | None, width: int) -> torch.nn.Module:
+    """The aggregation module for ``aggr`` (PyG's defaults: an LSTM as wide as the input)."""
+    kwargs = dict(aggr_kwargs or {})
+    if _is_name(aggr, "lstm"):
+        kwargs.setdefault("in_channels", width)
+        kwargs.setdefault("out_channels", width)
+    try:
+        return aggregation_resolver(aggr, **kwargs)
+    except ValueError as err:
+        raise ValueError(f"SAGEConv aggr: {err}; or one of DGL's {', '.join(DGL_AGGREGATORS)}") from None

@@ -12,6 +12,8 @@ binary cross-entropy of the decoder's logits. Two modes, as for node classificat
 
 Evaluation embeds the whole message-passing graph (exact) and scores the fixed validation and
 test pairs: ROC-AUC (early stopping on validation AUC, ties by lower validation loss) and Hits@K.
+The test pairs are scored on ``split.test_graph`` when the split has one (training plus
+validation edges, as PyG's ``RandomLinkSplit`` evaluates), the validation pairs on ``split.graph``.
 Uses :class:`TrainConfig`'s ``epochs, lr, weight_decay, optimizer, batch_size, fanouts, patience,
 restore_best, seed, progress, log_every``; checkpoints are refused (not yet supported here).
 """
@@ -108,6 +110,7 @@ class LinkTrainer:
         self.model = model.to(self.device)
         self.x = x.to(device=self.device, dtype=next(model.parameters()).dtype)
         self.graph = split.graph.to(self.device)
+        self.test_graph = split.test_graph.to(self.device) if split.test_graph is not None else self.graph
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.generator = torch.Generator().manual_seed(config.seed)
         self.loader = None
@@ -148,7 +151,9 @@ class LinkTrainer:
         """``(val_auc, test_auc, val_hits, test_hits, val_loss)`` on the fixed held-out pairs."""
         self.model.eval()
         z = self.model.encode(self.graph, self.x)
-        scores = {name: self.model.decode(z, getattr(self.split, name).to(self.device)).cpu()
+        z_test = z if self.test_graph is self.graph else self.model.encode(self.test_graph, self.x)
+        scores = {name: self.model.decode(z_test if name.startswith("test") else z,
+                                          getattr(self.split, name).to(self.device)).cpu()
                   for name in ("val_pos", "val_neg", "test_pos", "test_neg")}
         return (link_auc(scores["val_pos"], scores["val_neg"]), link_auc(scores["test_pos"], scores["test_neg"]),
                 hits_at_k(scores["val_pos"], scores["val_neg"], self.hits_k),

@@ -36,9 +36,10 @@ SYNTHETIC = "synthetic"
 TASK_DEFAULTS = {
     "node": dict(model="gat", layers=2, lr=0.005, weight_decay=5e-4, epochs=200),
     "graph": dict(model="gin", layers=4, lr=0.01, weight_decay=0.0, epochs=100, hidden=32, dropout=0.5),
-    "link": dict(model="gcn", layers=2, lr=0.01, weight_decay=0.0, epochs=200, hidden=32, dropout=0.0),
+    # PyG's examples/link_pred.py: GCN 128 -> 64, Adam lr 0.01, 100 epochs, fresh negatives per epoch
+    "link": dict(model="gcn", layers=2, lr=0.01, weight_decay=0.0, epochs=100, hidden=128, dropout=0.0),
 }
-LINK_EMBEDDING = 16   # GAE's embedding width
+LINK_EMBEDDING = 64   # the link encoder's embedding width (PyG's link_pred.py)
 HITS_K = 50
 
 

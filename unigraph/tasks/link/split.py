@@ -28,6 +28,9 @@ class LinkSplit:
         train_pos: ``[2, T]`` training edges (once each: ``u < v`` when undirected).
         val_pos, val_neg, test_pos, test_neg: ``[2, *]`` held-out edges and non-edges.
         undirected: whether pairs are unordered.
+        test_graph: the message-passing graph for the test scores: the training edges and the
+            validation edges (they are known by test time: PyG's ``RandomLinkSplit`` gives its
+            test data the same), never a test edge. None: ``graph``.
     """
 
     graph: Graph
@@ -37,6 +40,7 @@ class LinkSplit:
     test_pos: Tensor
     test_neg: Tensor
     undirected: bool
+    test_graph: Graph | None = None
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{name}={getattr(self, name).shape[1]}" for name in
@@ -78,9 +82,17 @@ def split_edges(graph: Graph, val_ratio: float = 0.05, test_ratio: float = 0.1, 
     everything = EdgeSet(graph.edge_index.cpu(), graph.num_nodes, undirected=undirected)
     negatives = negative_pairs(graph, num_val_neg + num_test_neg, exclude=everything, undirected=undirected,
                                generator=generator)
-    message_edges = torch.cat([train_pos, train_pos.flip(0)], 1) if undirected else train_pos
-    message_graph = Graph(message_edges, num_nodes=graph.num_nodes)
+    message_graph = _message_graph(graph, train_pos, undirected)
+    test_graph = _message_graph(graph, torch.cat([train_pos, val_pos], 1), undirected)
+    return LinkSplit(message_graph, train_pos, val_pos, negatives[:, :num_val_neg], test_pos,
+                     negatives[:, num_val_neg:], undirected, test_graph)
+
+
+def _message_graph(graph: Graph, pairs: Tensor, undirected: bool) -> Graph:
+    """A graph over all of ``graph``'s nodes (with its ``ndata``) whose edges are ``pairs`` (both
+    directions when undirected)."""
+    edges = torch.cat([pairs, pairs.flip(0)], 1) if undirected else pairs
+    message_graph = Graph(edges, num_nodes=graph.num_nodes)
     for key, value in graph.ndata.items():
         message_graph.ndata[key] = value
-    return LinkSplit(message_graph, train_pos, val_pos, negatives[:, :num_val_neg], test_pos,
-                     negatives[:, num_val_neg:], undirected)
+    return message_graph

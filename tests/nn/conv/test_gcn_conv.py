@@ -1,0 +1,86 @@
+"""GCNConv in PyG's call forms: keyword edge_index, static graphs [B, N, F], flow, EdgeIndex's
+sparse_size, PyG's refusals (self-loops without normalization, a non-square adjacency), PyG's cache
+attribute names."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import unigraph.nn as U
+from pyg_compare import TOL, assert_same, loaded, random_edges
+
+pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference for these tests (test extra)")
+
+N, IN, OUT = 10, 5, 4
+
+
+@pytest.mark.parametrize("in_channels", [IN, 3])  # projects first / aggregates first
+def test_static_graph_is_each_feature_set_alone(in_channels):
+    torch.manual_seed(0)
+    conv = U.GCNConv(in_channels, OUT).double()
+    edge_index, weight = random_edges(N, 30), torch.rand(30, dtype=torch.float64)
+    x = torch.randn(3, N, in_channels, dtype=torch.float64, requires_grad=True)
+    out = conv(x, edge_index, weight)
+    assert out.shape == (3, N, OUT)
+    x_each = x.detach().clone().requires_grad_()
+    expected = torch.stack([conv(x_each[b], edge_index, weight) for b in range(3)])
+    torch.testing.assert_close(out, expected, **TOL)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(x.grad, x_each.grad, **TOL)
+    theirs = pyg_nn.GCNConv(in_channels, OUT)
+    assert_same(theirs, loaded(theirs, U.GCNConv(in_channels, OUT)), x.detach(), edge_index, weight)
+
+
+def test_keyword_edge_index_flow_and_edge_index_type():
+    from torch_geometric import EdgeIndex
+    torch.manual_seed(0)
+    conv = U.GCNConv(IN, OUT).double()
+    x, edge_index = torch.randn(N, IN, dtype=torch.float64), random_edges(N, 25)
+    out = conv(x, edge_index)
+    torch.testing.assert_close(conv(x, edge_index=edge_index), out)
+    torch.testing.assert_close(conv(x, EdgeIndex(edge_index, sparse_size=(N, N))), out)
+    conv.flow = "target_to_source"  # read at call time, as PyG's
+    torch.testing.assert_close(conv(x, edge_index.flip(0)), out, **TOL)
+    theirs = pyg_nn.GCNConv(IN, OUT, flow="target_to_source")
+    assert_same(theirs, loaded(theirs, U.GCNConv(IN, OUT, flow="target_to_source")), x, edge_index)
+
+
+def test_self_loops_without_normalization_refused_as_pyg_does():
+    with pytest.raises(ValueError, match="does not support adding self-loops"):
+        U.GCNConv(IN, OUT, normalize=False, add_self_loops=True)
+    conv = U.GCNConv(IN, OUT, normalize=False)  # add_self_loops follows normalize
+    assert conv.add_self_loops is False
+    theirs = pyg_nn.GCNConv(IN, OUT, normalize=False)
+    assert_same(theirs, loaded(theirs, U.GCNConv(IN, OUT, normalize=False)),
+                torch.randn(N, IN, dtype=torch.float64), random_edges(N, 20))
+
+
+def test_cached_normalization_under_pygs_names():
+    torch_sparse = pytest.importorskip("torch_sparse")
+    conv = U.GCNConv(IN, OUT, cached=True)
+    x, edge_index = torch.randn(N, IN), random_edges(N, 20)
+    assert conv._cached_edge_index is None and conv._cached_adj_t is None
+    conv(x, edge_index)
+    assert conv._cached_edge_index is not None and conv._cached_adj_t is None
+    adj = torch_sparse.SparseTensor.from_edge_index(edge_index, sparse_sizes=(N, N)).t()
+    conv(x, adj)
+    assert conv._cached_adj_t is not None
+
+
+def test_non_square_adjacency_refused_in_pygs_form():
+    """PyG asserts a square sparse adjacency and drops a non-square EdgeIndex's size when adding
+    self-loops; the block normalization (DGL's) stays with the graph form."""
+    from torch_geometric import EdgeIndex
+    torch_sparse = pytest.importorskip("torch_sparse")
+    import unigraph
+    conv = U.GCNConv(IN, OUT)
+    x, edge_index = torch.randn(N, IN), random_edges(N, 20, num_dst=4)
+    adj = torch_sparse.SparseTensor.from_edge_index(edge_index, sparse_sizes=(N, 4)).t()
+    for graph in (EdgeIndex(edge_index, sparse_size=(N, 4)), adj, adj.to_torch_sparse_coo_tensor()):
+        with pytest.raises(ValueError, match="needs a square adjacency"):
+            conv(x, graph)
+        with pytest.raises(ValueError, match="needs a square adjacency"):
+            conv(x.expand(2, N, IN), graph)
+    assert conv(unigraph.Graph(edge_index, num_src_nodes=N, num_dst_nodes=4), x).shape == (4, OUT)
+    assert U.GCNConv(IN, OUT, normalize=False)(x, EdgeIndex(edge_index, sparse_size=(N, 4))).shape == (4, OUT)

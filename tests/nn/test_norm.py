@@ -1,0 +1,57 @@
+"""unigraph.nn.norm against torch_geometric.nn.norm (float64, train and eval, with and without a
+batch vector: outputs, gradients, running statistics), and graph ids out of range refused."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from unigraph.nn import norm as ours
+from pyg_compare import assert_same
+
+pyg_norm = pytest.importorskip("torch_geometric.nn.norm", reason="PyG is the reference (test extra)")
+
+F = 4
+BATCH = torch.tensor([0, 0, 0, 1, 1, 3, 3, 3])  # graph 2 has no nodes
+
+CASES = [("BatchNorm", {}), ("LayerNorm", {}), ("LayerNorm", dict(mode="node")), ("LayerNorm", dict(affine=False)),
+         ("GraphNorm", {}), ("InstanceNorm", {}), ("InstanceNorm", dict(affine=True, track_running_stats=True))]
+
+
+@pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("with_batch", [False, True])
+def test_matches_pyg(name, kwargs, with_batch):
+    if with_batch and name == "BatchNorm":
+        pytest.skip("BatchNorm takes no batch vector")
+    torch.manual_seed(0)
+    theirs = getattr(pyg_norm, name)(F, **kwargs).double()
+    mine = getattr(ours, name)(F, **kwargs).double()
+    mine.load_state_dict(theirs.state_dict(), strict=True)
+    extra = dict(batch=BATCH, batch_size=4) if with_batch else {}
+    for _ in range(2):  # train twice (running statistics move), then eval
+        assert_same(theirs.train(), mine.train(), torch.randn(BATCH.numel(), F, dtype=torch.float64), **extra)
+        with torch.no_grad():  # PyG's InstanceNorm keeps its running statistics attached to the graph
+            for key, buffer in list(theirs.named_buffers()):
+                setattr(theirs, key, buffer.detach())
+    for key, buffer in theirs.named_buffers():
+        torch.testing.assert_close(dict(mine.named_buffers())[key], buffer)
+    assert_same(theirs.eval(), mine.eval(), torch.randn(BATCH.numel(), F, dtype=torch.float64), **extra)
+
+
+def test_graph_ids_out_of_range_are_refused_before_computing():
+    for layer in (ours.LayerNorm(F), ours.GraphNorm(F), ours.InstanceNorm(F)):
+        with pytest.raises(ours.BatchIndexError, match="graph id 3, out of bounds for batch_size=2"):
+            layer(torch.randn(BATCH.numel(), F), BATCH, batch_size=2)
+        with pytest.raises(ValueError, match="batch has 2 entries but x has 8 rows"):
+            layer(torch.randn(8, F), torch.tensor([0, 1]))
+    assert issubclass(ours.BatchIndexError, RuntimeError)  # what PyG's scatter raises
+
+
+def test_resolver_names():
+    from unigraph.nn.resolver import activation_resolver, normalization_resolver
+    assert isinstance(normalization_resolver("batch_norm", F), ours.BatchNorm)
+    assert isinstance(normalization_resolver("GraphNorm", F), ours.GraphNorm)
+    assert normalization_resolver("layer", F, mode="node").mode == "node"
+    assert isinstance(activation_resolver("leaky_relu", negative_slope=0.1), torch.nn.LeakyReLU)
+    assert activation_resolver(None) is None
+    with pytest.raises(ValueError, match="unknown normalization 'pair'"):
+        normalization_resolver("pair", F)

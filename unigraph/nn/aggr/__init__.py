@@ -1,0 +1,15 @@
+"""Aggregation modules with PyG's names and call contract (``aggr(x, index, dim_size=...)``),
+for layers that take an aggregation (``SAGEConv(aggr=...)``, ``PNAConv``) and for direct use;
+see :mod:`unigraph.nn.aggr.base`."""
+from unigraph.nn.aggr.base import Aggregation
+from unigraph.nn.aggr.basic import (
+    MaxAggregation, MeanAggregation, MinAggregation, PowerMeanAggregation, SoftmaxAggregation, StdAggregation,
+    SumAggregation, VarAggregation)
+from unigraph.nn.aggr.multi import MultiAggregation
+from unigraph.nn.aggr.resolver import aggregation_resolver
+from unigraph.nn.aggr.scaler import DegreeScalerAggregation
+from unigraph.nn.aggr.sequence import LSTMAggregation, MLPAggregation
+
+__all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation", "VarAggregation",
+           "StdAggregation", "SoftmaxAggregation", "PowerMeanAggregation", "MultiAggregation", "LSTMAggregation",
+           "MLPAggregation", "DegreeScalerAggregation", "aggregation_resolver"]
