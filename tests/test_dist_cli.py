@@ -21,7 +21,10 @@ def parts(tmp_path_factory):
     (["--pipeline-stages", "2"], "--pipeline-stages does not apply with --partitions"),
     (["--task", "graph"], "--task does not apply with --partitions"),
     (["--log-dir", "logs"], "--log-dir does not apply with --partitions"),
-    (["--nproc", "3"], "the partition set has 2 partitions (one trainer each), but --nproc 3 x --nnodes 1"),
+    (["--nproc", "3"], "--nproc does not apply with --partitions (use --trainers-per-machine and --num-samplers)"),
+    (["--nnodes", "3", "--master-port", "1234"], "2 partitions cannot be dealt out evenly to 3 machines"),
+    (["--trainers-per-machine", "0"], "--trainers-per-machine must be >= 1"),
+    (["--evaluation", "full"], "evaluation='full' needs the whole graph in one process"),
     (["--nnodes", "2", "--node-rank", "2", "--master-port", "1234"], "--node-rank must be in 0..--nnodes-1 = 0..1"),
     (["--nnodes", "2"], "--nnodes > 1 needs --master-port"),
     (["--num-samplers", "-1"], "--num-samplers must be >= 0"),
@@ -72,7 +75,9 @@ def test_train_then_resume_refusing_another_partition_set_before_any_process_sta
            "--checkpoint", str(tmp_path / "ckpt")]
     assert main(["train", "--partitions", str(first), *run, "--cache-size", "5"]) == 0   # the whole command path
     out = capfd.readouterr().out
-    assert "one trainer per partition, 0 sampler process(es) each, 1 epochs" in out
+    assert ("1 machine(s), each a graph server with 1 partition(s) and 1 trainer(s) with 0 sampler process(es) each, "
+            "1 epochs") in out
+    assert "machine 0: " in out and "MiB PSS at its peak" in out
     assert "done: 1 epochs" in out and "peak RSS per process (MiB)" in out
     with pytest.raises(SystemExit) as exit_:
         main(["train", "--partitions", str(second), *run, "--epochs", "2", "--resume"])
