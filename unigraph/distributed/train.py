@@ -40,7 +40,6 @@ from __future__ import annotations
 import resource
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
