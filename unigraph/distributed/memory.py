@@ -46,13 +46,17 @@ class MemoryMonitor:
     """Samples the processes in :attr:`pids` (add with :meth:`add`) every ``interval`` seconds.
 
     ``peak`` holds the largest sum over the processes of each field seen at one sampling time
-    (``peak["Pss"]``: the machine's memory at its peak); ``peaks[pid]`` each process's own.
+    (``peak["Pss"]``: the machine's memory at its peak); ``at_peak`` every field's sum at the
+    reading where the summed PSS peaked (e.g. the USS of all processes at that moment);
+    ``peaks[pid]`` each process's own peaks.
     """
 
     def __init__(self, interval: float = 0.25, pids=()):
         self.interval = interval
         self.pids: dict[int, str] = {}
         self.peak: dict[str, int] = {}
+        self.at_peak: dict[str, int] = {}
+        self.peak_time: float | None = None  # time.monotonic() of the reading where the summed PSS peaked
         self.peaks: dict[int, dict[str, int]] = {}
         self.samples = 0
         self._lock = threading.Lock()
@@ -79,6 +83,8 @@ class MemoryMonitor:
                 total[name] = total.get(name, 0) + value
                 own[name] = max(own.get(name, 0), value)
         with self._lock:
+            if total.get("Pss", 0) > self.peak.get("Pss", -1):
+                self.at_peak, self.peak_time = dict(total), time.monotonic()
             for name, value in total.items():
                 self.peak[name] = max(self.peak.get(name, 0), value)
             self.samples += 1
@@ -106,5 +112,6 @@ class MemoryMonitor:
 
     def report(self) -> dict:
         with self._lock:
-            return {"peak": dict(self.peak), "samples": self.samples,
+            return {"peak": dict(self.peak), "at_peak": dict(self.at_peak), "peak_time": self.peak_time,
+                    "samples": self.samples,
                     "processes": {self.pids[pid]: dict(values) for pid, values in self.peaks.items()}}

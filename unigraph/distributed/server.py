@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import torch
@@ -50,7 +51,7 @@ class GraphServer:
         self.cache = FeatureCache(torch.zeros(0, dtype=torch.int64), local.x[:0] if local.x is not None else
                                   torch.zeros(0, 0))
         self._cache_storage: SharedArrays | None = None
-        self._tables: dict[int, tuple] = {}   # slot -> (arrays holder, numpy array)
+        self._tables: dict[int, tuple] = {}   # slot -> (arrays holder, numpy array, time.monotonic() made)
         self._lock = threading.Lock()
         self.monitor: MemoryMonitor | None = None
 
@@ -107,7 +108,7 @@ class GraphServer:
                 raise ValueError(f"a table {name} must be an int >= 0, got {value!r}")
         with self._lock:
             if slot in self._tables:
-                holder, array = self._tables[slot]
+                holder, array, _ = self._tables[slot]
                 if array.shape[1] != width or str(array.dtype) != dtype:
                     raise ValueError(f"table {slot} of machine {self.machine} holds {array.dtype} rows of {array.shape[1]} "
                                      f"values; asked for {dtype} rows of {width}")
@@ -115,7 +116,7 @@ class GraphServer:
                 specs = {"rows": (np.dtype(dtype), (self.local.num_owned, width))}
                 holder = SharedArrays.create(specs, label=f"unigraph-table{self.machine}_{slot}") if self.shared else None
                 array = holder.arrays["rows"] if holder is not None else allocate_in_memory(specs)["rows"]
-                self._tables[slot] = (holder, array)
+                self._tables[slot] = (holder, array, time.monotonic())
         return holder.describe() if holder is not None else array
 
     def hidden(self, ids: Tensor, slot: int) -> Tensor:
@@ -150,12 +151,19 @@ class GraphServer:
         self.monitor.add(pid, label)
 
     def memory(self) -> dict:
-        """The machine's memory so far: peak of the summed PSS of its processes, each one's peaks,
-        and the bytes of the shared blocks (one copy of the partition, the cache, the tables)."""
-        report = self.monitor.report() if self.monitor is not None else {"peak": {}, "processes": {}, "samples": 0}
-        report["shared_bytes"] = {"partition": self.storage.size if self.storage else 0,
-                                  "cache": self._cache_storage.size if self._cache_storage else 0,
-                                  "tables": sum(h.size for h, _ in self._tables.values() if h is not None)}
+        """The machine's memory so far: peak of the summed PSS of its processes (``at_peak``: every
+        field's sum at that reading), each one's peaks, and the bytes of the shared blocks (one copy
+        of the partition, the cache, the tables; ``shared_bytes_at_peak``: those that existed at
+        the peak: a table is made when evaluation first runs)."""
+        report = self.monitor.report() if self.monitor is not None else {"peak": {}, "at_peak": {}, "processes": {},
+                                                                              "samples": 0, "peak_time": None}
+        base = {"partition": self.storage.size if self.storage else 0,
+                "cache": self._cache_storage.size if self._cache_storage else 0}
+        tables = [(h.size, made) for h, _, made in self._tables.values() if h is not None]
+        report["shared_bytes"] = {**base, "tables": sum(size for size, _ in tables)}
+        peak_time = report["peak_time"]
+        report["shared_bytes_at_peak"] = {**base, "tables": sum(size for size, made in tables
+                                                                if peak_time is not None and made <= peak_time)}
         return report
 
     def close(self) -> dict:
