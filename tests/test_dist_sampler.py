@@ -351,7 +351,7 @@ def test_bad_input_is_refused_with_the_valid_range(world):
         world.servers[0].answer("delete", torch.tensor([0]))
     with pytest.raises(ValueError, match="machine 0 has no inference table 5"):
         world.servers[0].answer("hidden", torch.tensor([0]), 5)
-    with pytest.raises(ValueError, match="must be nodes of this process's partition 0"):
+    with pytest.raises(ValueError, match="must be nodes of this process's machine 0"):
         DistNodeLoader(graph, torch.tensor([1199]), sampler)
     with pytest.raises(ValueError, match="fanouts\\[0\\] must be a positive int"):
         DistNeighborSampler([0])

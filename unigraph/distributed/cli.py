@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shlex
 import sys
 
 from unigraph import numa
@@ -251,17 +252,17 @@ def run_cluster(parser: argparse.ArgumentParser, args, argv: list[str]) -> int:
     commands = cluster.machine_commands(argv, hosts, args.master_port, partitions)
     if args.launch == "print" and args.remote is None:
         for m, command in enumerate(commands):
-            print(f"# machine {m} ({hosts[m]})\n{cluster.shlex.join(command)}", flush=True)
+            print(f"# machine {m} ({hosts[m]})\n{shlex.join(command)}", flush=True)
         return 0
     template = args.remote or cluster.SSH
     if args.ship:
         plan = cluster.ship_plan(info, layout)
         copies = []
         for m, host in enumerate(hosts):
-            files = " ".join(cluster.shlex.quote(str(f)) for f in plan[m])
+            files = " ".join(shlex.quote(str(f)) for f in plan[m])
             if args.copy:
-                copies.append(cluster.shlex.split(args.copy.format(host=host, index=m, files=files,
-                                                                      dest=cluster.shlex.quote(args.ship))))
+                copies.append(shlex.split(args.copy.format(host=host, index=m, files=files,
+                                                                      dest=shlex.quote(args.ship))))
             else:
                 copies.append(["sh", "-c", f"{cluster.SSH.format(host=host, command='mkdir -p ' + args.ship)} && "
                                f"{cluster.SCP.format(files=files, host=host, dest=args.ship)}"])
