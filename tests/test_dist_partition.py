@@ -207,16 +207,37 @@ def test_a_part_of_another_set_is_refused_and_named(dataset, part_set, tmp_path)
         LocalPartition.load(copy, 1)
 
 
-def test_arrays_that_contradict_the_metadata_are_refused(part_set, tmp_path):
+@pytest.mark.parametrize("name, bad, message", [
+    ("indices", 607, r"array 'indices' holds values in .*outside 0\.\.599"),            # a source outside the graph
+    ("halo_indices", 607, r"array 'halo_indices' holds values in .*outside 0\.\.599"),  # streamed in chunks
+    ("x", float("nan"), "array 'x' holds non-finite features"),
+    ("halo_ids", -1, r"array 'halo_ids' holds values in -1\.\."),
+])
+def test_arrays_that_contradict_the_metadata_are_refused(part_set, tmp_path, name, bad, message):
+    """Whether a part is read whole or streamed into a machine's (shared) memory: the same checks."""
     copy = _copy(part_set, tmp_path)
     info = fmt.read_metadata(copy)
     arrays = fmt.load_part_arrays(info, 0)
-    arrays["indices"] = arrays["indices"].copy()
-    arrays["indices"][0] = info.num_nodes + 7                    # a source outside the graph
+    arrays[name] = arrays[name].copy()
+    arrays[name].reshape(-1)[0] = bad
     entry = fmt.write_part(copy, info.set_id, 0, arrays)          # a well-formed file with a valid checksum
     info.parts[0].update(sha256=entry["sha256"], bytes=entry["bytes"])
     fmt.write_metadata(info)
-    with pytest.raises(fmt.PartitionFormatError, match=r"array 'indices' holds values in .*outside 0\.\.599"):
+    with pytest.raises(fmt.PartitionFormatError, match=message):
+        LocalPartition.load(copy, 0)
+    with pytest.raises(fmt.PartitionFormatError, match=message):
+        fmt.load_part_arrays(fmt.read_metadata(copy), 0)
+
+
+def test_a_fortran_ordered_array_is_not_streamed_transposed(part_set, tmp_path):
+    copy = _copy(part_set, tmp_path)
+    info = fmt.read_metadata(copy)
+    arrays = fmt.load_part_arrays(info, 0)
+    arrays["x"] = np.asfortranarray(arrays["x"])                  # the same values, stored column by column
+    entry = fmt.write_part(copy, info.set_id, 0, arrays)
+    info.parts[0].update(sha256=entry["sha256"], bytes=entry["bytes"])
+    fmt.write_metadata(info)
+    with pytest.raises(fmt.PartitionFormatError, match="stored in Fortran order"):
         LocalPartition.load(copy, 0)
 
 

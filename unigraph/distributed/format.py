@@ -243,13 +243,9 @@ def _embedded_identity(path: pathlib.Path, size: int) -> str:
         return f"unreadable ({type(err).__name__}: {err})"
 
 
-def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, verify: bool = True) -> dict[str, np.ndarray]:
-    """The arrays ``names`` of partition ``part``, checked against the metadata.
-
-    ``verify`` checks the file's SHA-256 first (reads the whole file once). Raises
-    ``FileNotFoundError`` for a missing file and :class:`PartitionFormatError` for anything else
-    that does not match.
-    """
+def _checked_part_file(info: PartitionSetInfo, part: int, verify: bool) -> tuple[pathlib.Path, int]:
+    """``(path, size)`` of part ``part``'s file: present, a regular file of the size the metadata
+    gives, and (``verify``) of its SHA-256; what does not match is named."""
     if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
         raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
     if info.layout == "chunked":  # mapped from disk, checked chunk by chunk
@@ -266,6 +262,17 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
             path, f"does not match {METADATA} ({what}): "
             f"the file is corrupted or belongs to another partition set; it identifies itself as "
             f"{_embedded_identity(path, size)}, the metadata expects set {info.set_id}, part {part}")
+    return path, size
+
+
+def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, verify: bool = True) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of partition ``part``, checked against the metadata.
+
+    ``verify`` checks the file's SHA-256 first (reads the whole file once). Raises
+    ``FileNotFoundError`` for a missing file and :class:`PartitionFormatError` for anything else
+    that does not match.
+    """
+    path, size = _checked_part_file(info, part, verify)
     wanted = ("set_id", "part_id", *(name for name in names if name not in ("set_id", "part_id")))
     try:  # stored members only, each header against its member's length (np.savez writes them so)
         arrays = read_npz(path, file_bytes=size, compressed=False, names=wanted)
@@ -294,22 +301,9 @@ class PartFile:
     values it streamed with :func:`check_part_arrays` (or :func:`check_range` per chunk)."""
 
     def __init__(self, info: PartitionSetInfo, part: int, *, verify: bool = True):
-        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
-            raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
         self.info, self.part = info, part
-        self.path = path = info.directory / part_file(part)
-        entry = info.parts[part]
-        if not path.is_file():
-            raise FileNotFoundError(f"partition file {path} is missing (the set {info.set_id} has {info.num_parts} "
-                                    "parts)")
-        size = limits.regular_size(path)
-        if size != entry["bytes"] or (verify and sha256_file(path) != entry["sha256"]):
-            what = (f"it holds {size} bytes, {METADATA} says {entry['bytes']}" if size != entry["bytes"]
-                    else f"its SHA-256 differs from the one in {METADATA}")
-            raise PartitionFormatError(
-                path, f"does not match {METADATA} ({what}): "
-                f"the file is corrupted or belongs to another partition set; it identifies itself as "
-                f"{_embedded_identity(path, size)}, the metadata expects set {info.set_id}, part {part}")
+        path, size = _checked_part_file(info, part, verify)
+        self.path = path
         self._handle = limits.open_regular(path)
         try:
             try:
