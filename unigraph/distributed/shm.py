@@ -25,7 +25,6 @@ import os
 import warnings
 
 import numpy as np
-import torch
 
 ALIGN = 64
 
@@ -105,7 +104,7 @@ class SharedArrays:
         return cls(fd, description["pid"], description["layout"], description["size"], writable, owner=False,
                    label=description["label"])
 
-    def tensors(self) -> dict[str, torch.Tensor]:
+    def tensors(self) -> dict:
         """torch tensors over the same memory (no copy)."""
         return tensors_of(self.arrays)
 
@@ -126,8 +125,9 @@ class SharedArrays:
                 f"{'writable' if self.writable else 'read-only'}, {'created here' if self.owner else 'attached'})")
 
 
-def tensors_of(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+def tensors_of(arrays: dict[str, np.ndarray]) -> dict:
     """torch tensors over numpy arrays (no copy), read-only ones included."""
+    import torch  # noqa: PLC0415 - a process that only maps arrays needs no torch
     with warnings.catch_warnings():  # read-only blocks: torch warns that writes would fail (they do: SIGSEGV)
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return {name: torch.from_numpy(array) for name, array in arrays.items()}
