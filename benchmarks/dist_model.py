@@ -15,7 +15,8 @@ Bytes a machine's shared memory holds (``unigraph.distributed.server``):
   split flags (3): ``4F + 35``;
 * per stored edge (its nodes' in-edges and its halo's): 4 (int32 source ids);
 * per halo node: id, out-degree and CSR offset: 24;
-* per cached row: ``4F + 8``; per node of the evaluation table: ``4 hidden``.
+* per cached row: ``4F + 8``; per row of the layer-wise evaluation table (the nodes the last layer
+  reads: a share ``t`` of the machine's nodes): ``4 hidden``.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Constants:
     halo_edges: float             # halo in-edges per owned node
     cache_share: float            # cached rows per owned node
     hidden: int                   # evaluation table width
+    table_share: float            # t: rows of the evaluation table per owned node
     rows_per_seed: float          # r: feature rows gathered per training seed
     remote_share: float           # rho: of those, owned by another machine
     hit_rate: float               # h: of the remote ones, served by the cache
@@ -51,7 +53,7 @@ def shared_bytes(graph: Graph, machines: int, c: Constants, *, table: bool = Tru
     f = graph.features
     out = {"nodes": owned * (4 * f + 35), "edges": 4 * graph.edges / machines,
            "halo": owned * (24 * c.halo + 4 * c.halo_edges), "cache": owned * c.cache_share * (4 * f + 8)}
-    out["table"] = owned * 4 * c.hidden if table else 0.0
+    out["table"] = owned * c.table_share * 4 * c.hidden if table else 0.0
     return out
 
 
@@ -78,7 +80,9 @@ def fit(run: dict, graph: Graph, machines: int, hidden: int, gradient_bytes: flo
     halo = sum(p["halo"] for p in parts) / graph.nodes
     halo_edges = sum(p["halo_edges"] for p in parts) / graph.nodes
     cache_share = run["cache_rows_per_machine"] / owned
-    c = Constants(0.0, halo, halo_edges, cache_share, hidden, run["rows_per_seed"], run["remote_row_share"],
+    tables = [m["shared_bytes"]["tables"] for m in run["machines"]]
+    table_share = sum(tables) / len(tables) / (owned * 4 * hidden)
+    c = Constants(0.0, halo, halo_edges, cache_share, hidden, table_share, run["rows_per_seed"], run["remote_row_share"],
                   run["cache_hit_rate"] or 0.0, run["sample_bytes_per_epoch"] / run["seeds_per_epoch"], gradient_bytes)
     measured = max(m["pss_peak"] for m in run["machines"])
     c.fixed_bytes = measured - sum(shared_bytes(graph, machines, c).values())

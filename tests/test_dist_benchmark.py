@@ -70,20 +70,22 @@ def test_every_ratio_is_against_both_baselines():
 
 
 def test_the_scaling_model_counts_what_a_machine_stores_and_moves():
-    c = model.Constants(fixed_bytes=1e9, halo=2.0, halo_edges=40.0, cache_share=1.0, hidden=128, rows_per_seed=60.0,
+    c = model.Constants(fixed_bytes=1e9, halo=2.0, halo_edges=40.0, cache_share=1.0, hidden=128, table_share=0.25,
+                        rows_per_seed=60.0,
                         remote_share=0.5, hit_rate=0.5, sample_bytes_per_seed=0.0, gradient_bytes=1e5)
     graph = model.Graph(nodes=4e6, edges=80e6, features=128)
     blocks = model.shared_bytes(graph, 4, c)
     assert blocks == {"nodes": 1e6 * 547, "edges": 80e6, "halo": 1e6 * (48 + 160), "cache": 1e6 * 520,
-                      "table": 1e6 * 512}
+                      "table": 0.25e6 * 512}
     assert model.memory_per_machine(graph, 4, c) == 1e9 + sum(blocks.values())
     traffic = model.bytes_per_epoch(seeds=1000, features=128, machines=4, batch=100, c=c)
     assert traffic["features"] == 1000 * 60 * 0.5 * 0.5 * 520 and traffic["all_reduce"] == 2 * 3 * 1e5 * 10
     run = {"parts": [{"halo": 2e6, "halo_edges": 40e6}, {"halo": 6e6, "halo_edges": 120e6}],
            "cache_rows_per_machine": 1e6, "rows_per_seed": 60.0, "remote_row_share": 0.5, "cache_hit_rate": 0.5,
-           "sample_bytes_per_epoch": 0.0, "seeds_per_epoch": 1000, "machines": [{"pss_peak": 3e9}]}
+           "sample_bytes_per_epoch": 0.0, "seeds_per_epoch": 1000,
+           "machines": [{"pss_peak": 3e9, "shared_bytes": {"tables": 0.25e6 * 512}}]}
     fitted = model.fit(run, graph, 4, 128, 1e5)
-    assert (fitted.halo, fitted.halo_edges, fitted.cache_share) == (2.0, 40.0, 1.0)
+    assert (fitted.halo, fitted.halo_edges, fitted.cache_share, fitted.table_share) == (2.0, 40.0, 1.0, 0.25)
     assert fitted.fixed_bytes == 3e9 - sum(blocks.values())                    # C: what the blocks do not explain
 
 

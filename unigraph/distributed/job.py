@@ -32,9 +32,9 @@ from unigraph.distributed import format as fmt
 from unigraph.distributed.layout import JobLayout, Role, sampler_name
 from unigraph.distributed.peers import RpcPeers, control, serve
 from unigraph.distributed.sampler import serve_sampling
-from unigraph.distributed.server import GraphServer, attach, attach_table
+from unigraph.distributed.server import GraphServer, attach
 from unigraph.distributed.store import DistFeatureStore, DistGraph
-from unigraph.distributed.train import DistTrainer, concrete_fanouts, peak_rss_bytes
+from unigraph.distributed.train import DistTrainer, MachineTables, concrete_fanouts, peak_rss_bytes
 from unigraph.train.config import TrainConfig
 from unigraph.train.distributed import init_distributed, shutdown
 from unigraph.train.job import ModelSpec
@@ -105,9 +105,10 @@ class JobProcess:
         """RPC names of this trainer's sampler processes (``None`` without any)."""
         return [sampler_name(self.role.machine, self.role.trainer, s) for s in range(self.spec.num_samplers)] or None
 
-    def open_table(self, slot: int, width: int, dtype: str):
-        """Layer ``slot``'s inference table of this machine, mapped writable."""
-        return attach_table(control(self.role.machine, "table", slot, width, dtype, timeout=self.spec.train.timeout))
+    @property
+    def tables(self) -> MachineTables:
+        """This machine's layer-wise inference tables (asked of its server)."""
+        return MachineTables(machine=self.role.machine, timeout=self.spec.train.timeout)
 
 
 def machine_seeds(local) -> torch.Tensor:
@@ -196,7 +197,7 @@ def make_trainer(process: JobProcess, model: torch.nn.Module | None = None, conf
                        config or spec.train, layout=process.layout, role=process.role,
                        group=process.trainers if process.layout.num_trainers > 1 else None, device=process.device,
                        samplers=process.samplers, prefetch=spec.prefetch, eval_fanouts=spec.eval_fanouts,
-                       eval_batch_size=spec.eval_batch_size, open_table=process.open_table,
+                       eval_batch_size=spec.eval_batch_size, tables=process.tables,
                        eval_batch_edges=spec.eval_batch_edges)
 
 

@@ -29,7 +29,7 @@ from torch import Tensor
 from unigraph.distributed.layout import server_name
 
 _SERVED = None  # the GraphServer this process runs, if any
-CONTROL = ("describe", "table", "watch", "memory")
+CONTROL = ("describe", "table", "needed", "watch", "memory")
 
 
 class RemoteError(RuntimeError):

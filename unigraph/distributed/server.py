@@ -37,8 +37,9 @@ from unigraph.distributed.local import REQUESTS as PARTITION_REQUESTS
 from unigraph.distributed.local import LocalPartition, allocate_in_memory, check_request_ids, load_machine
 from unigraph.distributed.memory import MemoryMonitor
 from unigraph.distributed.shm import SharedArrays, tensors_of
+from unigraph.train.inference import table_rows
 
-REQUESTS = PARTITION_REQUESTS + ("hidden",)
+REQUESTS = PARTITION_REQUESTS + ("hidden", "need")
 FETCH_ROWS = 1 << 16  # feature rows asked of an owner in one request while filling the cache
 
 
@@ -51,8 +52,10 @@ class GraphServer:
         self.cache = FeatureCache(torch.zeros(0, dtype=torch.int64), local.x[:0] if local.x is not None else
                                   torch.zeros(0, 0))
         self._cache_storage: SharedArrays | None = None
-        self._tables: dict[int, tuple] = {}   # slot -> (arrays holder, numpy array, time.monotonic() made)
-        self._lock = threading.Lock()
+        self._tables: dict[int, dict] = {}    # slot -> its block, array, ids, round, time.monotonic() made
+        self._first_tables: dict[int, tuple] = {}  # slot -> (bytes, time made) of its first block
+        self._needed: dict[int, tuple] = {}   # slot -> (round, mask of owned nodes)
+        self._lock = threading.RLock()
         self.monitor: MemoryMonitor | None = None
 
     @classmethod
@@ -100,37 +103,61 @@ class GraphServer:
         self.cache = FeatureCache(tensors["ids"], tensors["rows"])
 
     # ------------------------------------------------------------------ inference tables
+    def need(self, ids: Tensor, slot: int, round_: int) -> Tensor:
+        """Note that layer-wise evaluation round ``round_`` reads table ``slot`` at owned ``ids``
+        (a request: every machine's trainers say what they will read; a new round starts afresh)."""
+        rows = self.local.rows(ids).numpy()
+        with self._lock:
+            if self._needed.get(slot, (None, None))[0] != round_:
+                self._needed[slot] = (round_, np.zeros(self.local.num_owned, dtype=np.bool_))
+            mask = self._needed[slot][1]
+        mask[rows] = True
+        return torch.zeros(0, dtype=torch.int64)
+
+    def needed(self, slot: int) -> Tensor:
+        """The (sorted) owned nodes table ``slot`` must hold in the current round."""
+        with self._lock:
+            entry = self._needed.get(slot)
+        return torch.zeros(0, dtype=torch.int64) if entry is None else \
+            self.local.first + torch.from_numpy(np.nonzero(entry[1])[0].astype(np.int64))
+
     def table(self, slot: int, width: int, dtype: str):
-        """The table of layer output ``slot`` (one row of ``width`` values per node the machine
-        owns), made on the first call; returns its description (shared) or the array (in process)."""
+        """The table of layer output ``slot``: one row of ``width`` values per node :meth:`needed`
+        names, made for the round the first time a trainer asks; returns its description (shared)
+        or the array (in process)."""
         for name, value in (("slot", slot), ("width", width)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"a table {name} must be an int >= 0, got {value!r}")
         with self._lock:
-            if slot in self._tables:
-                holder, array, _ = self._tables[slot]
-                if array.shape[1] != width or str(array.dtype) != dtype:
-                    raise ValueError(f"table {slot} of machine {self.machine} holds {array.dtype} rows of {array.shape[1]} "
-                                     f"values; asked for {dtype} rows of {width}")
-            else:
-                specs = {"rows": (np.dtype(dtype), (self.local.num_owned, width))}
+            round_ = self._needed.get(slot, (None, None))[0]
+            table = self._tables.get(slot)
+            if table is None or table["round"] != round_ or table["array"].shape[1] != width or \
+                    str(table["array"].dtype) != dtype:
+                if table is not None and table["holder"] is not None:
+                    table["holder"].close()  # the last round's block: gone once the trainers map the new one
+                ids = self.needed(slot)
+                specs = {"rows": (np.dtype(dtype), (ids.numel(), width))}
                 holder = SharedArrays.create(specs, label=f"unigraph-table{self.machine}_{slot}") if self.shared else None
                 array = holder.arrays["rows"] if holder is not None else allocate_in_memory(specs)["rows"]
-                self._tables[slot] = (holder, array, time.monotonic())
-        return holder.describe() if holder is not None else array
+                table = self._tables[slot] = {"holder": holder, "array": array, "ids": ids, "round": round_,
+                                              "made": time.monotonic()}
+                self._first_tables.setdefault(slot, (holder.size if holder is not None else 0, table["made"]))
+        return table["holder"].describe() if table["holder"] is not None else table["array"]
 
     def hidden(self, ids: Tensor, slot: int) -> Tensor:
         """Rows of table ``slot`` for owned ``ids``."""
         if slot not in self._tables:
             raise ValueError(f"machine {self.machine} has no inference table {slot} (no trainer made it)")
-        return torch.from_numpy(self._tables[slot][1][self.local.rows(ids).numpy()])
+        table = self._tables[slot]
+        return torch.from_numpy(table["array"][table_rows(table["ids"], ids, f"table {slot} of machine "
+                                                          f"{self.machine}").numpy()])
 
     # ------------------------------------------------------------------ requests
     def answer(self, request: str, ids: Tensor, *args):
         """Run one of :data:`REQUESTS` for another machine."""
-        if request == "hidden":
+        if request in ("hidden", "need"):
             check_request_ids(ids)
-            return self.hidden(ids, *args)
+            return getattr(self, request)(ids, *args)
         if request not in PARTITION_REQUESTS:
             raise ValueError(f"unknown request {request!r}; a graph server answers {', '.join(REQUESTS)}")
         return self.local.answer(request, ids, *args)
@@ -159,10 +186,10 @@ class GraphServer:
                                                                               "samples": 0, "peak_time": None}
         base = {"partition": self.storage.size if self.storage else 0,
                 "cache": self._cache_storage.size if self._cache_storage else 0}
-        tables = [(h.size, made) for h, _, made in self._tables.values() if h is not None]
-        report["shared_bytes"] = {**base, "tables": sum(size for size, _ in tables)}
-        peak_time = report["peak_time"]
-        report["shared_bytes_at_peak"] = {**base, "tables": sum(size for size, made in tables
+        report["shared_bytes"] = {**base, "tables": sum(t["holder"].size for t in self._tables.values()
+                                                        if t["holder"] is not None)}
+        peak_time = report["peak_time"]  # (every round's table of a slot has the same rows: the same nodes)
+        report["shared_bytes_at_peak"] = {**base, "tables": sum(size for size, made in self._first_tables.values()
                                                                 if peak_time is not None and made <= peak_time)}
         return report
 

@@ -46,12 +46,13 @@ import torch.nn.functional as F
 
 from unigraph.distributed.layout import JobLayout, Role
 from unigraph.distributed.loader import DistNodeLoader, batch_sizes, equal_num_batches
-from unigraph.distributed.peers import wait
+from unigraph.distributed.peers import control, wait
 from unigraph.distributed.sampler import DistNeighborSampler
+from unigraph.distributed.server import attach_table
 from unigraph.distributed.store import DistFeatureStore, DistGraph, rows_in_order
 from unigraph.train.config import ALL_NEIGHBOURS, TrainConfig, check_fanouts
 from unigraph.train.early_stopping import EarlyStopping
-from unigraph.train.inference import BATCH_EDGES, layerwise_outputs
+from unigraph.train.inference import BATCH_EDGES, layerwise_outputs, reach, table_rows
 from unigraph.train.layers import num_layers
 from unigraph.train.metrics import EpochMetrics
 from unigraph.train.trainer import Trainer, make_optimizer
@@ -92,16 +93,22 @@ def numpy_dtype(dtype: torch.dtype) -> str:
 class PartitionedSource:
     """Layer-wise inference over the machines (a :class:`~unigraph.train.inference.LayerSource`).
 
-    The hidden tables are the machine's shared tables (``open_table(slot, width, dtype)`` returns
-    the numpy array of layer ``slot``, one row per node the machine owns); rows of other machines'
-    nodes come from their servers (``"hidden"`` requests, one per owner per batch); layer 0 reads
-    the features through the feature store (cache included); ``barrier()`` waits for every trainer.
+    ``tables`` is the machine's server (``need``/``needed``/``table``, through RPC or in process).
+    :meth:`plan`: from the last layer down, every trainer tells the owners of the nodes its next
+    layer reads (its nodes and their in-neighbours) to compute them (``"need"`` requests, one per
+    owner), waits for every trainer (``barrier()``), and takes its ``share`` of its machine's list.
+    Each hidden table is the machine's, in shared memory, one row per listed node; rows of other
+    machines' nodes come from their servers (``"hidden"`` requests, one per owner per batch); layer
+    0 reads the features through the feature store (cache included).
     """
 
-    def __init__(self, graph: DistGraph, features: DistFeatureStore, open_table, barrier):
-        self.graph, self.features, self.open_table, self.barrier = graph, features, open_table, barrier
+    def __init__(self, graph: DistGraph, features: DistFeatureStore, tables, share, barrier):
+        self.graph, self.features, self.machine_tables = graph, features, tables
+        self.share, self.barrier = share, barrier
         self.local = graph.local
+        self.ids: dict[int, torch.Tensor] = {}
         self.tables: dict[int, torch.Tensor] = {}
+        self.round = 0
 
     def in_degrees(self, nodes: torch.Tensor) -> torch.Tensor:
         return self.local.in_degrees(nodes)
@@ -109,9 +116,29 @@ class PartitionedSource:
     def in_edges(self, dst: torch.Tensor):
         return self.local.neighbors(dst)
 
+    def plan(self, final_nodes: torch.Tensor, num_layers: int) -> list[torch.Tensor]:
+        self.round += 1
+        targets, reads = [None] * (num_layers - 1), final_nodes
+        everywhere = torch.zeros(0, dtype=torch.bool)
+        for layer in reversed(range(num_layers - 1)):
+            wanted = reach(self, reads)
+            _, owners = self.graph.split(wanted, here=everywhere.new_zeros(wanted.numel()))  # own machine included
+            sent = [(owner, self.graph.peers.request(owner, "need", wanted[where], layer + 1, self.round))
+                    for where, owner in owners]
+            for owner, future in sent:
+                wait(future, owner, "need")
+            self.barrier()  # every trainer has said what it reads
+            self.ids[layer + 1] = self.machine_tables.needed(layer + 1)
+            reads = targets[layer] = self.share(self.ids[layer + 1])
+        return targets
+
     def prepare(self, widths: list[int], dtype: torch.dtype) -> None:
-        self.tables = {layer + 1: torch.from_numpy(self.open_table(layer + 1, width, numpy_dtype(dtype)))
+        self.tables = {layer + 1: torch.from_numpy(self.machine_tables.open(layer + 1, width, numpy_dtype(dtype)))
                        for layer, width in enumerate(widths)}
+        for layer, table in self.tables.items():
+            if table.shape[0] != self.ids[layer].numel():
+                raise RuntimeError(f"table {layer} of machine {self.graph.machine} holds {table.shape[0]} rows, the plan "
+                                   f"lists {self.ids[layer].numel()} nodes")
 
     def gather(self, layer: int, ids: torch.Tensor) -> torch.Tensor:
         if layer == 0:
@@ -119,15 +146,33 @@ class PartitionedSource:
         table = self.tables[layer]
         here, others = self.graph.split(ids)
         remote = [(where, owner, self.graph.peers.request(owner, "hidden", ids[where], layer)) for where, owner in others]
-        pieces = [] if here is None else [(here, table[ids[here] - self.local.first])]
+        pieces = [] if here is None else [(here, table[table_rows(self.ids[layer], ids[here], f"table {layer}")])]
         pieces += [(where, wait(future, owner, "hidden")) for where, owner, future in remote]
         return rows_in_order(ids.numel(), pieces, table)
 
     def store(self, layer: int, dst: torch.Tensor, rows: torch.Tensor) -> None:
-        self.tables[layer][dst - self.local.first] = rows
+        self.tables[layer][table_rows(self.ids[layer], dst, f"table {layer}")] = rows
 
     def synchronize(self, layer: int) -> None:
         self.barrier()
+
+
+class MachineTables:
+    """A machine's inference tables, asked of its server: over RPC (``machine`` given) or in process."""
+
+    def __init__(self, server=None, machine: int | None = None, timeout: float = 300.0):
+        self.server, self.machine, self.timeout = server, machine, timeout
+
+    def _call(self, method: str, *args):
+        if self.server is not None:
+            return getattr(self.server, method)(*args)
+        return control(self.machine, method, *args, timeout=self.timeout)
+
+    def needed(self, slot: int) -> torch.Tensor:
+        return self._call("needed", slot)
+
+    def open(self, slot: int, width: int, dtype: str):
+        return attach_table(self._call("table", slot, width, dtype))
 
 
 class DistTrainer(Trainer):
@@ -150,14 +195,13 @@ class DistTrainer(Trainer):
         prefetch: batches prepared ahead (:class:`DistNodeLoader`).
         eval_fanouts: fanouts of sampled evaluation (``None``: layer-wise, exact).
         eval_batch_size: seeds per sampled-evaluation batch.
-        open_table: layer-wise evaluation's tables (``(slot, width, dtype) -> numpy array``: the
-            machine's, see :meth:`~unigraph.distributed.server.GraphServer.table`).
+        tables: layer-wise evaluation's tables: the machine's server (:class:`MachineTables`).
         eval_batch_edges: in-edges per layer-wise batch.
     """
 
     def __init__(self, model: torch.nn.Module, graph: DistGraph, features: DistFeatureStore, config: TrainConfig, *,
                  layout: JobLayout, role: Role, group=None, device: torch.device | str = "cpu", samplers=None,
-                 prefetch: int = 2, eval_fanouts=None, eval_batch_size: int = 1024, open_table=None,
+                 prefetch: int = 2, eval_fanouts=None, eval_batch_size: int = 1024, tables=None,
                  eval_batch_edges: int = BATCH_EDGES):
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -165,8 +209,8 @@ class DistTrainer(Trainer):
             raise ValueError(f"trainer {role} must hold machine {role.machine} of {layout.num_machines}; it holds "
                              f"machine {graph.machine} of {graph.num_parts}")
         check_evaluation(config)
-        if eval_fanouts is None and open_table is None:
-            raise ValueError("layer-wise evaluation needs open_table (the machine's tables); or give eval_fanouts")
+        if eval_fanouts is None and tables is None:
+            raise ValueError("layer-wise evaluation needs tables (the machine's server); or give eval_fanouts")
         self.config, self.context, self.group = config, None, group
         self.job_layout, self.role = layout, role
         self.world_size = layout.num_trainers
@@ -181,7 +225,6 @@ class DistTrainer(Trainer):
             return layout.trainer_share(local.first + torch.nonzero(mask).squeeze(1), role.trainer)
         self.train_nodes = share(local.train_mask)
         self.eval_nodes = [share(local.val_mask), share(local.test_mask)]
-        self.hidden_nodes = layout.trainer_share(torch.arange(local.first, local.end), role.trainer)
         layers = len(config.fanouts) if config.fanouts is not None else num_layers(model)
         self.fanouts = concrete_fanouts(config.fanouts, layers, info.max_in_degree)
         self.eval_fanouts = None if eval_fanouts is None else concrete_fanouts(eval_fanouts, layers,
@@ -193,7 +236,8 @@ class DistTrainer(Trainer):
         self.num_batches = equal_num_batches(counts, config.batch_size or max(counts))
         self.global_batch = sum(batch_sizes(c, self.num_batches) for c in counts)  # G_b of every step b
         self.samplers, self.prefetch = samplers, prefetch
-        self.inference = None if open_table is None else PartitionedSource(graph, features, open_table, self._barrier)
+        self.inference = None if tables is None else PartitionedSource(
+            graph, features, tables, lambda ids: layout.trainer_share(ids, role.trainer), self._barrier)
         self.full_graph = False
         self.early_stopping = EarlyStopping(config.patience)
         self.history: list[EpochMetrics] = []
@@ -297,7 +341,7 @@ class DistTrainer(Trainer):
 
     def _score_layerwise(self) -> list[float]:
         val, test = self.eval_nodes
-        logits = layerwise_outputs(self.model, self.inference, self.hidden_nodes, torch.cat([val, test]),
+        logits = layerwise_outputs(self.model, self.inference, torch.cat([val, test]),
                                    in_width=self.features.num_features, batch_edges=self.eval_batch_edges)
         labels = self.graph.local.y[torch.cat([val, test]) - self.graph.local.first]
         sums = []
