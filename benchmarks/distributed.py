@@ -296,9 +296,10 @@ def markdown(result: dict) -> str:
               "Machine memory = the peak of the summed PSS of its processes; one copy = the shared blocks that "
               "existed then (partition with its halo, cache; the inference table once evaluation began); working "
               "sets = the processes' USS at that moment (what each holds alone: a private copy of the partition "
-              "would show there, in the per-process USS below); shared blocks' PSS = their touched pages, "
-              "counted once.", "",
-              "| machine | PSS at its peak (MiB) | one copy (MiB) | working sets (MiB) | shared blocks' PSS (MiB) | "
+              "would show there, in the per-process USS below); shared memory's PSS = the touched pages of "
+              "every shared-memory mapping, counted once: the blocks, and TensorPipe's rings between the "
+              "machine's processes.", "",
+              "| machine | PSS at its peak (MiB) | one copy (MiB) | working sets (MiB) | shared memory's PSS (MiB) | "
               "libraries' PSS (MiB) | RSS summed (MiB) | PSS / (one copy + working sets) |",
               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for m in machines["machines"]:

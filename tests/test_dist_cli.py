@@ -109,9 +109,9 @@ def _run_machines(commands: list[list[str]], within: float = 300.0) -> list[str]
 @pytest.mark.slow
 @pytest.mark.parametrize("starter", ["nproc", "node-rank", "torchrun"])
 def test_the_command_lines_of_the_issue(tmp_path, starter):
-    """`unigraph train --partitions DIR --nproc 4 --model sage --epochs 2` on one machine; two
-    simulated machines (--nnodes 2 --node-rank r --master-addr --master-port) with unigraph's own
-    launcher and with torchrun, each machine one trainer of a 2-part set."""
+    """`unigraph train --partitions DIR --trainers-per-machine 2` on one machine (a server and 2
+    trainers); two simulated machines (--nnodes 2 --node-rank r --master-addr --master-port) with
+    unigraph's own launcher and with torchrun (2 processes per machine: its server and trainer)."""
     import sys  # noqa: PLC0415
 
     from unigraph.train.launch import free_port  # noqa: PLC0415
@@ -123,12 +123,12 @@ def test_the_command_lines_of_the_issue(tmp_path, starter):
            "--fanouts", "4,3", "--progress", "off"]
     port = str(free_port())
     if starter == "nproc":
-        commands = [unigraph + job + ["--nproc", "4"]]
+        commands = [unigraph + job + ["--trainers-per-machine", "2"]]
     elif starter == "node-rank":
-        commands = [unigraph + job + ["--nproc", "1", "--nnodes", "2", "--node-rank", str(r), "--master-addr",
+        commands = [unigraph + job + ["--nnodes", "2", "--node-rank", str(r), "--master-addr",
                                       "127.0.0.1", "--master-port", port] for r in range(2)]
     else:
-        commands = [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+        commands = [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
                      "--node-rank", str(r), "--master-addr", "127.0.0.1", "--master-port", port, "-m",
                      "unigraph.cli"] + job for r in range(2)]
     outputs = _run_machines(commands)
