@@ -94,7 +94,8 @@ def machine_commands(train_argv: list[str], hosts: list[str], port: int, partiti
 
 def ship_plan(info: fmt.PartitionSetInfo, layout: JobLayout) -> list[list[pathlib.Path]]:
     """Per machine, the files it needs: the metadata and the parts it loads."""
-    return [[info.directory / fmt.METADATA] + [info.directory / fmt.part_file(p) for p in layout.machine_parts(m)]
+    return [[info.directory / fmt.METADATA] + [info.directory / fmt.part_file(p, info.layout)
+                                                   for p in layout.machine_parts(m)]
             for m in range(layout.num_machines)]
 
 

@@ -243,13 +243,15 @@ def _embedded_identity(path: pathlib.Path, size: int) -> str:
         return f"unreadable ({type(err).__name__}: {err})"
 
 
+def _check_part_number(info: PartitionSetInfo, part: int) -> None:
+    if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
+        raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
+
+
 def _checked_part_file(info: PartitionSetInfo, part: int, verify: bool) -> tuple[pathlib.Path, int]:
     """``(path, size)`` of part ``part``'s file: present, a regular file of the size the metadata
     gives, and (``verify``) of its SHA-256; what does not match is named."""
-    if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
-        raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
-    if info.layout == "chunked":  # mapped from disk, checked chunk by chunk
-        return chunked_parts.read_part(info, part, names, verify=verify, error=PartitionFormatError)
+    _check_part_number(info, part)
     path = info.directory / part_file(part)
     entry = info.parts[part]
     if not path.is_file():
@@ -270,8 +272,16 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
 
     ``verify`` checks the file's SHA-256 first (reads the whole file once). Raises
     ``FileNotFoundError`` for a missing file and :class:`PartitionFormatError` for anything else
-    that does not match.
+    that does not match. Chunked parts are mapped, not read (:mod:`unigraph.distributed.chunked_parts`
+    checks the arrays the chunked format knows as they are first used; the halo's in-edges, which
+    it does not know, are checked here).
     """
+    if info.layout == "chunked":
+        _check_part_number(info, part)
+        arrays = chunked_parts.read_part(info, part, names, verify=verify, error=PartitionFormatError)
+        halo_edges = {name: arrays[name] for name in ("halo_indptr", "halo_indices", "halo_eids") if name in arrays}
+        _check_arrays(chunked_parts.part_directory(info.directory, part), info, part, halo_edges)
+        return arrays
     path, size = _checked_part_file(info, part, verify)
     wanted = ("set_id", "part_id", *(name for name in names if name not in ("set_id", "part_id")))
     try:  # stored members only, each header against its member's length (np.savez writes them so)
@@ -290,6 +300,15 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
 
 
 CHUNK_BYTES = 1 << 24  # what a streamed read holds beside its destination
+
+
+def open_part(info: PartitionSetInfo, part: int, *, verify: bool = True):
+    """Part ``part`` opened for streamed reads: a :class:`PartFile` (``.npz`` layout) or a
+    :class:`~unigraph.distributed.chunked_parts.MappedPart` (chunked layout), the same interface."""
+    if info.layout == "chunked":
+        _check_part_number(info, part)
+        return chunked_parts.MappedPart(info, part, verify=verify, error=PartitionFormatError)
+    return PartFile(info, part, verify=verify)
 
 
 class PartFile:

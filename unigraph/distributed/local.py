@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from unigraph.benchmarking.environment import available_memory_gb
 from unigraph.distributed import format as fmt
 from unigraph.distributed.book import PartitionBook
 from unigraph.distributed.layout import JobLayout
@@ -181,14 +182,15 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
     a shared-memory block); the big arrays are streamed from the part files into them, so loading
     holds one copy (plus a 16 MiB chunk). A halo node that several of the machine's parts share is
     kept once; one the machine owns is dropped. Every part is checked (checksum, identity,
-    dtypes, shapes, value ranges) as :func:`format.load_part_arrays` checks it.
+    dtypes, shapes, value ranges) as :func:`format.load_part_arrays` checks it. Chunked parts are
+    copied as ``.npz`` parts are (refused first if this machine's memory cannot hold them).
     """
     if info.num_parts != layout.num_parts:
         raise ValueError(f"the layout is for {layout.num_parts} partitions, the set has {info.num_parts}")
     parts = layout.machine_parts(machine)
     book = PartitionBook(layout.machine_offsets(info.offsets))
     first, end = book.node_range(machine)
-    files = [fmt.PartFile(info, p, verify=verify) for p in parts]
+    files = [fmt.open_part(info, p, verify=verify) for p in parts]
     try:
         halo = _merged_halo(info, files, first, end)
         n = end - first
@@ -202,6 +204,8 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
             specs.update(x=(np.dtype(info.feature_dtype), (n, info.num_features)), y=(np.int64, (n,)),
                          train_mask=(np.bool_, (n,)), val_mask=(np.bool_, (n,)), test_mask=(np.bool_, (n,)),
                          orig_ids=(np.int64, (n,)), out_degree=(np.int64, (n,)), halo_out_degree=(np.int64, (h,)))
+        if info.layout == "chunked":
+            _check_fits(info, machine, specs)
         arrays = allocate(specs)
         node_at, edge_at = 0, 0
         for file in files:
@@ -229,6 +233,20 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
         for file in files:
             file.close()
     return LocalPartition(info, book, machine, parts, arrays), arrays
+
+
+def _check_fits(info: fmt.PartitionSetInfo, machine: int, specs: dict) -> None:
+    """Chunked parts are mapped files, but a machine's parts are merged and copied into memory
+    (its graph server's shared block): refuse, before allocating, parts that this machine's
+    available memory cannot hold, instead of swapping or being killed."""
+    needed = sum(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)) for dtype, shape in specs.values())
+    available = available_memory_gb()
+    if available is not None and needed > available * 2 ** 30:
+        raise ValueError(f"{info.directory}: machine {machine}'s chunked parts need {needed / 2**30:.2f} GiB in memory "
+                         f"and {available:.2f} GiB is available: a graph server copies its machine's parts into "
+                         "shared memory (one copy per machine; the chunked layout is not trained out of core "
+                         "here). Use more machines, or train one chunked graph out of core (`unigraph train "
+                         "--chunked`)")
 
 
 def _merged_halo(info: fmt.PartitionSetInfo, files: list, first: int, end: int) -> dict[str, np.ndarray]:
