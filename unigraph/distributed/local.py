@@ -182,8 +182,10 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
     a shared-memory block); the big arrays are streamed from the part files into them, so loading
     holds one copy (plus a 16 MiB chunk). A halo node that several of the machine's parts share is
     kept once; one the machine owns is dropped. Every part is checked (checksum, identity,
-    dtypes, shapes, value ranges) as :func:`format.load_part_arrays` checks it. Chunked parts are
-    copied as ``.npz`` parts are (refused first if this machine's memory cannot hold them).
+    dtypes, shapes, value ranges) as :func:`format.load_part_arrays` checks it. A machine holding
+    one part of a chunked set maps its node arrays (:func:`mapped_node_arrays`); the rest, and
+    every other set, is copied (chunked parts refused first if this machine's memory cannot
+    hold the copy).
     """
     if info.num_parts != layout.num_parts:
         raise ValueError(f"the layout is for {layout.num_parts} partitions, the set has {info.num_parts}")
@@ -200,13 +202,17 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
         specs = {"indptr": (np.int64, (n + h + 1,)), "indices": (index_dtype, (e + k,)), "halo_ids": (np.int64, (h,))}
         if eids:
             specs["eids"] = (np.int64, (e + k,))
+        mapped = mapped_node_arrays(info, parts) if nodes else {}
         if nodes:
             specs.update(x=(np.dtype(info.feature_dtype), (n, info.num_features)), y=(np.int64, (n,)),
                          train_mask=(np.bool_, (n,)), val_mask=(np.bool_, (n,)), test_mask=(np.bool_, (n,)),
                          orig_ids=(np.int64, (n,)), out_degree=(np.int64, (n,)), halo_out_degree=(np.int64, (h,)))
+            for name in mapped:
+                del specs[name]
         if info.layout == "chunked":
             _check_fits(info, machine, specs)
         arrays = allocate(specs)
+        arrays.update(mapped)  # checked by the chunked reader as they were mapped (values, finite features)
         node_at, edge_at = 0, 0
         for file in files:
             n_p, e_p = info.count(file.part, "nodes"), info.count(file.part, "edges")
@@ -217,7 +223,8 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
             if eids:
                 streamed["eids"] = arrays["eids"][edge_at:edge_at + e_p]
             if nodes:
-                streamed.update({name: arrays[name][node_at:node_at + n_p] for name in fmt.NODE_ARRAYS})
+                streamed.update({name: arrays[name][node_at:node_at + n_p] for name in fmt.NODE_ARRAYS
+                                 if name not in mapped})
             for name, out in streamed.items():
                 file.read_into(name, out)
             fmt.check_part_arrays(file.path, info, file.part, streamed)
@@ -235,18 +242,29 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
     return LocalPartition(info, book, machine, parts, arrays), arrays
 
 
+def mapped_node_arrays(info: fmt.PartitionSetInfo, parts: list[int], *, verify: bool = True) -> dict[str, np.ndarray]:
+    """The node arrays a machine maps from its chunked part instead of copying (the features,
+    labels, masks, original ids and out-degrees: a machine holding one part of a chunked set; its
+    processes map the same files, so the page cache is the machine's one copy and a part larger
+    than memory trains out of core); ``{}`` otherwise (the arrays are copied)."""
+    if info.layout != "chunked" or len(parts) != 1:
+        return {}
+    return fmt.load_part_arrays(info, parts[0], fmt.NODE_ARRAYS, verify=verify)
+
+
 def _check_fits(info: fmt.PartitionSetInfo, machine: int, specs: dict) -> None:
-    """Chunked parts are mapped files, but a machine's parts are merged and copied into memory
-    (its graph server's shared block): refuse, before allocating, parts that this machine's
-    available memory cannot hold, instead of swapping or being killed."""
+    """Chunked parts are mapped files, but what a machine merges (the structure with its halo's,
+    and the node arrays of several parts) is copied into memory (its graph server's shared block):
+    refuse, before allocating, a copy that this machine's available memory cannot hold, instead
+    of swapping or being killed."""
     needed = sum(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)) for dtype, shape in specs.values())
     available = available_memory_gb()
     if available is not None and needed > available * 2 ** 30:
         raise ValueError(f"{info.directory}: machine {machine}'s chunked parts need {needed / 2**30:.2f} GiB in memory "
                          f"and {available:.2f} GiB is available: a graph server copies its machine's parts into "
-                         "shared memory (one copy per machine; the chunked layout is not trained out of core "
-                         "here). Use more machines, or train one chunked graph out of core (`unigraph train "
-                         "--chunked`)")
+                         "shared memory (only the node arrays of a machine that holds one chunked part are "
+                         "mapped instead). Use more machines (one part each), or train one chunked graph out of "
+                         "core (`unigraph train --chunked`)")
 
 
 def _merged_halo(info: fmt.PartitionSetInfo, files: list, first: int, end: int) -> dict[str, np.ndarray]:

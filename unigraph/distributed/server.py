@@ -34,7 +34,8 @@ from unigraph.distributed.book import PartitionBook
 from unigraph.distributed.cache import FeatureCache, choose
 from unigraph.distributed.layout import JobLayout
 from unigraph.distributed.local import REQUESTS as PARTITION_REQUESTS
-from unigraph.distributed.local import LocalPartition, allocate_in_memory, check_request_ids, load_machine
+from unigraph.distributed.local import (LocalPartition, allocate_in_memory, check_request_ids, load_machine,
+                                       mapped_node_arrays)
 from unigraph.distributed.memory import MemoryMonitor
 from unigraph.distributed.shm import SharedArrays, tensors_of
 from unigraph.train.inference import table_rows
@@ -204,8 +205,10 @@ def attach(description: dict, info: fmt.PartitionSetInfo, layout: JobLayout) -> 
     """This machine's partition and cache, mapped read-only from its server's shared memory."""
     block = SharedArrays.attach(description["partition"])
     machine = description["machine"]
-    local = LocalPartition(info, PartitionBook(layout.machine_offsets(info.offsets)), machine,
-                           layout.machine_parts(machine), block.arrays)
+    parts = layout.machine_parts(machine)
+    mapped = mapped_node_arrays(info, parts, verify=False)  # the server checked them; the page cache is shared
+    local = LocalPartition(info, PartitionBook(layout.machine_offsets(info.offsets)), machine, parts,
+                           {**block.arrays, **mapped})
     if description["cache"] is None:
         return local, FeatureCache(torch.zeros(0, dtype=torch.int64), local.x[:0])
     cache = tensors_of(SharedArrays.attach(description["cache"]).arrays)
