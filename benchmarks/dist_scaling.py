@@ -9,7 +9,7 @@ its shared blocks, the training traffic per epoch and the step time. The model's
 fitted at the **smallest** size only; the larger sizes are predictions checked against the runs.
 
     python benchmarks/dist_scaling.py --work /tmp/scaling --out benchmarks/results
-        # 1M, 2M, 4M nodes (the 4M graph needs about 20 GB while it is partitioned)
+        # 1M, 2M, 4M nodes (the 4M graph needs about 16-17 GiB while it is partitioned)
     python benchmarks/dist_scaling.py --quick      # 10k, 20k, 40k nodes (a smoke run, into scratch)
 """
 from __future__ import annotations

@@ -37,7 +37,7 @@ Memory, traffic and accuracy do not depend on the machine's load; the time share
 shared machine they are labelled so in the results.
 
     python benchmarks/distributed.py --work /tmp/dist-work --out benchmarks/results
-        # the committed run: 2M nodes, 41M edges (about 10 GB of memory while preparing)
+        # the committed run: 2M nodes, 41M edges (about 8-10 GiB of memory while preparing)
     python benchmarks/distributed.py --work /tmp/dist-work --reuse-work   # again, on the prepared files
     python benchmarks/distributed.py --quick   # a smoke run on small sizes (into scratch)
 """
