@@ -16,9 +16,10 @@ cache the kernel takes back under pressure).
 3. **out of core, 1 process** - :class:`unigraph.storage.train.OutOfCoreTrainer`: GraphSAGE (2
    layers, hidden 128, no dropout), fanouts ``--fanouts``, batch ``--batch-size``, Adam, ``--epochs``
    epochs, ``--cache-rows`` hot rows cached, exact evaluation (every in-edge).
-4. **out of core, P processes** - the distributed trainers (:mod:`unigraph.distributed.train`, as
-   ``unigraph train --partitions`` runs them) on the streaming partition set, each part mapped
-   from disk: the same model, global batch and epochs.
+4. **out of core, P machines** - the partitioned job (:mod:`unigraph.distributed.job`, as
+   ``unigraph train --partitions`` runs it) on the streaming partition set, a machine per part
+   (its graph server maps the part's node arrays from disk and copies the structure with the
+   halo's in-edges; a trainer): the same model, global batch and epochs.
 5. **in-memory twin** (sizes up to ``--twin-max-nodes``): the very same graph built in memory
    (:func:`unigraph.storage.generate.planted_stream_dataset`) trained by
    :class:`unigraph.train.Trainer` with the same batches (exact full-graph evaluation).
@@ -173,9 +174,11 @@ def phase_train_ooc(args) -> dict:
 
 
 def phase_train_parts(args) -> dict:
-    """The distributed trainers on the partition set, one per part (unigraph.distributed.train)."""
+    """The partitioned job on the partition set, one machine per part (a graph server mapping its
+    part's node arrays, and a trainer: unigraph.distributed.job)."""
     from unigraph.distributed import format as fmt
-    from unigraph.distributed.train import DistJobSpec, run_partitioned_job
+    from unigraph.distributed.job import DistJobSpec, run_partitioned_job
+    from unigraph.distributed.layout import JobLayout
     from unigraph.train import TrainConfig
     from unigraph.train.job import ModelSpec
     from unigraph.train.launch import free_port, launch
@@ -185,7 +188,8 @@ def phase_train_parts(args) -> dict:
     spec = DistJobSpec(args.graph, ModelSpec("sage", 2, HIDDEN, None, 0.0), config, prefetch=2,
                        eval_batch_size=args.eval_batch_size, verify=not args.no_verify)
     threads = max(1, args.threads // info.num_parts)
-    summaries = launch(run_partitioned_job, info.num_parts, args=(spec,), threads=threads,
+    processes = JobLayout(info.num_parts, info.num_parts).processes_per_machine * info.num_parts
+    summaries = launch(run_partitioned_job, processes, args=(spec,), threads=threads,
                        env={"MASTER_PORT": str(free_port())}, timeout=36000.0)
     trainers = [s for s in summaries if "epochs" in s]
     train_seconds = max(s["timing"]["train_seconds"] for s in trainers) / max(trainers[0]["epochs"], 1)

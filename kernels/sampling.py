@@ -36,10 +36,17 @@ def _uniform(row_key, step):
     return np.float64(bits >> np.uint64(11)) * TWO_POW_MINUS_53
 
 
-@parallel_kernel()
 def sample_layer(ptr, frontier, fanout, replace, key):
     """(indptr, positions): the in-edges kept for each frontier node (see the torch version;
-    ``indptr`` is the running sum of its ``counts``)."""
+    ``indptr`` is the running sum of its ``counts``). Python, not compiled: it calls
+    ``sample_rows`` through this module, which a forked child rebinds to its serial twin."""
+    return sample_rows(ptr, frontier, frontier, fanout, replace, key)
+
+
+@parallel_kernel()
+def sample_rows(ptr, frontier, key_ids, fanout, replace, key):
+    """:func:`sample_layer` with row ``frontier[i]`` drawn under the id ``key_ids[i]`` (a CSR
+    holding other ids' rows, e.g. a partition's, draws what the whole graph's CSR draws)."""
     rows = frontier.shape[0]
     indptr = np.empty(rows + 1, np.int64)
     indptr[0] = 0
@@ -59,7 +66,7 @@ def sample_layer(ptr, frontier, fanout, replace, key):
         degree = ptr[node + 1] - start
         base = indptr[i]
         if (replace and degree > 0) or (not replace and degree > fanout):
-            row_key = _mix64(np.uint64(node) * _GOLDEN + pass_key)
+            row_key = _mix64(np.uint64(key_ids[i]) * _GOLDEN + pass_key)
             for step in range(fanout):
                 u = _uniform(row_key, step)
                 if replace:

@@ -21,7 +21,10 @@ def parts(tmp_path_factory):
     (["--pipeline-stages", "2"], "--pipeline-stages does not apply with --partitions"),
     (["--task", "graph"], "--task does not apply with --partitions"),
     (["--log-dir", "logs"], "--log-dir does not apply with --partitions"),
-    (["--nproc", "3"], "the partition set has 2 partitions (one trainer each), but --nproc 3 x --nnodes 1"),
+    (["--nproc", "3"], "--nproc does not apply with --partitions (use --trainers-per-machine and --num-samplers)"),
+    (["--nnodes", "3", "--master-port", "1234"], "2 partitions cannot be dealt out evenly to 3 machines"),
+    (["--trainers-per-machine", "0"], "--trainers-per-machine must be >= 1"),
+    (["--evaluation", "full"], "evaluation='full' needs the whole graph in one process"),
     (["--nnodes", "2", "--node-rank", "2", "--master-port", "1234"], "--node-rank must be in 0..--nnodes-1 = 0..1"),
     (["--nnodes", "2"], "--nnodes > 1 needs --master-port"),
     (["--num-samplers", "-1"], "--num-samplers must be >= 0"),
@@ -72,7 +75,9 @@ def test_train_then_resume_refusing_another_partition_set_before_any_process_sta
            "--checkpoint", str(tmp_path / "ckpt")]
     assert main(["train", "--partitions", str(first), *run, "--cache-size", "5"]) == 0   # the whole command path
     out = capfd.readouterr().out
-    assert "one trainer per partition, 0 sampler process(es) each, 1 epochs" in out
+    assert ("1 machine(s), each a graph server with 1 partition(s) and 1 trainer(s) with 0 sampler process(es) each, "
+            "1 epochs") in out
+    assert "machine 0: " in out and "MiB PSS at its peak" in out
     assert "done: 1 epochs" in out and "peak RSS per process (MiB)" in out
     with pytest.raises(SystemExit) as exit_:
         main(["train", "--partitions", str(second), *run, "--epochs", "2", "--resume"])
@@ -104,9 +109,9 @@ def _run_machines(commands: list[list[str]], within: float = 300.0) -> list[str]
 @pytest.mark.slow
 @pytest.mark.parametrize("starter", ["nproc", "node-rank", "torchrun"])
 def test_the_command_lines_of_the_issue(tmp_path, starter):
-    """`unigraph train --partitions DIR --nproc 4 --model sage --epochs 2` on one machine; two
-    simulated machines (--nnodes 2 --node-rank r --master-addr --master-port) with unigraph's own
-    launcher and with torchrun, each machine one trainer of a 2-part set."""
+    """`unigraph train --partitions DIR --trainers-per-machine 2` on one machine (a server and 2
+    trainers); two simulated machines (--nnodes 2 --node-rank r --master-addr --master-port) with
+    unigraph's own launcher and with torchrun (2 processes per machine: its server and trainer)."""
     import sys  # noqa: PLC0415
 
     from unigraph.train.launch import free_port  # noqa: PLC0415
@@ -118,12 +123,12 @@ def test_the_command_lines_of_the_issue(tmp_path, starter):
            "--fanouts", "4,3", "--progress", "off"]
     port = str(free_port())
     if starter == "nproc":
-        commands = [unigraph + job + ["--nproc", "4"]]
+        commands = [unigraph + job + ["--trainers-per-machine", "2"]]
     elif starter == "node-rank":
-        commands = [unigraph + job + ["--nproc", "1", "--nnodes", "2", "--node-rank", str(r), "--master-addr",
+        commands = [unigraph + job + ["--nnodes", "2", "--node-rank", str(r), "--master-addr",
                                       "127.0.0.1", "--master-port", port] for r in range(2)]
     else:
-        commands = [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+        commands = [[sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
                      "--node-rank", str(r), "--master-addr", "127.0.0.1", "--master-port", port, "-m",
                      "unigraph.cli"] + job for r in range(2)]
     outputs = _run_machines(commands)

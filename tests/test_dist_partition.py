@@ -14,7 +14,9 @@ from unigraph.data.checked_file import read_checked, write_checked
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
 from unigraph.distributed.local import LocalPartition
-from unigraph.distributed.partition import assign_parts, partition_dataset, undirected_adjacency
+from unigraph.data import NodeDataset, rmat
+from unigraph.distributed.balance import balance_of, rebalance
+from unigraph.distributed.partition import assign_parts, format_report, partition_dataset, undirected_adjacency
 
 METHODS = ["metis", "lp", "random"]
 
@@ -67,14 +69,20 @@ def test_each_part_holds_its_nodes_halo_csr_features_and_labels(dataset, tmp_pat
             lo, hi = int(part.indptr[row]), int(part.indptr[row + 1])
             assert torch.equal(part.indices[lo:hi].long(), new_of_orig[src[ptr[v]:ptr[v + 1]]])
             assert torch.equal(part.eids[lo:hi], eids[ptr[v]:ptr[v + 1]])
-        sources = part.indices.long()
+        owned_edges = int(part.indptr[part.num_owned])
+        sources = part.indices[:owned_edges].long()
         remote = (sources < first) | (sources >= end)
         assert torch.equal(part.halo_ids, torch.unique(sources[remote]))
         assert torch.equal(part.halo_out_degree, dataset.graph.out_degrees()[orig[part.halo_ids]])
+        for row, v in enumerate(orig[part.halo_ids].tolist(), start=part.num_owned):   # the halo's own in-edges
+            lo, hi = int(part.indptr[row]), int(part.indptr[row + 1])
+            assert torch.equal(part.indices[lo:hi].long(), new_of_orig[src[ptr[v]:ptr[v + 1]]])
+            assert torch.equal(part.eids[lo:hi], eids[ptr[v]:ptr[v + 1]])
         cut += int(remote.sum())
         entry = info.parts[p]
-        assert (entry["nodes"], entry["edges"], entry["halo"], entry["train"]) == (
-            end - first, sources.numel(), part.halo_ids.numel(), int(part.train_mask.sum()))
+        assert (entry["nodes"], entry["edges"], entry["halo"], entry["train"], entry["halo_edges"]) == (
+            end - first, sources.numel(), part.halo_ids.numel(), int(part.train_mask.sum()),
+            part.indices.numel() - owned_edges)
     # the report, recomputed from the assignment: edges whose endpoints lie in different parts
     part_of = torch.from_numpy(np.searchsorted(info.offsets[1:], new_of_orig.numpy(), side="right"))
     assert cut == info.report["edge_cut"] == int((part_of[dataset.graph.src] != part_of[dataset.graph.dst]).sum())
@@ -88,8 +96,46 @@ def test_metis_cuts_far_fewer_edges_than_random_and_balances_three_constraints(d
     random = partition_dataset(dataset, 4, tmp_path / "r", method="random").report
     assert metis["edge_cut_fraction"] < 0.6 * random["edge_cut_fraction"]
     assert random["edge_cut_fraction"] > 0.6                                   # (P-1)/P = 0.75 expected
+    assert metis["balanced"] and metis["tolerance"] == 1.03
     for what in ("nodes", "edges", "train"):
-        assert metis["balance"][what] < 1.2, (what, metis["balance"])
+        assert metis["balance"][what] <= 1.03, (what, metis["balance"])
+
+
+def rmat_dataset(nodes: int, edges: int) -> NodeDataset:
+    graph = rmat(nodes, edges, seed=0)
+    generator = torch.Generator().manual_seed(0)
+    return NodeDataset(name="rmat", graph=graph, x=torch.randn(nodes, 4, generator=generator),
+                       y=torch.randint(0, 3, (nodes,), generator=generator),
+                       train_mask=torch.rand(nodes, generator=generator) < 0.1,
+                       val_mask=torch.zeros(nodes, dtype=torch.bool), test_mask=torch.zeros(nodes, dtype=torch.bool))
+
+
+def test_metis_balances_the_edges_of_a_power_law_graph(tmp_path):
+    """On R-MAT METIS's own multi-constraint partitioning left a part with 2.5x the mean in-edges
+    (module docstring of unigraph.distributed.balance); after the moves, every count is within 3%."""
+    pytest.importorskip("pymetis", reason="the `partition` extra (pymetis) is not installed")
+    dataset = rmat_dataset(4000, 60000)
+    assert int(dataset.graph.in_degrees().max()) > 20 * 15                   # hubs: 20x the mean degree and more
+    info = partition_dataset(dataset, 4, tmp_path, method="metis")
+    report = info.report
+    assert report["balanced"], report["balance"]
+    edges = [e["edges"] for e in info.parts]
+    assert max(edges) <= 1.03 * sum(edges) / 4 and sum(edges) == dataset.graph.num_edges
+    assert "NOT WITHIN" not in format_report(info)
+
+
+def test_rebalancing_moves_nodes_until_every_count_is_within_the_tolerance():
+    rng = np.random.default_rng(0)
+    in_degree = rng.zipf(1.8, 3000).clip(max=400)
+    train = rng.random(3000) < 0.2
+    part = np.zeros(3000, dtype=np.int64)                                     # everything in part 0
+    part[:300] = 1
+    moved = rebalance(part, 3, in_degree=in_degree, train=train, neighbours=in_degree, tolerance=1.05)
+    assert moved["balanced"] and sum(moved["moves"].values()) > 0
+    for weight in (in_degree, train.astype(np.int64), np.ones(3000, dtype=np.int64)):
+        assert balance_of(part, weight, 3) <= 1.05
+    with pytest.raises(ValueError, match="tolerance must be >= 1.0"):
+        rebalance(part, 3, in_degree=in_degree, train=train, neighbours=in_degree, tolerance=0.9)
 
 
 def test_undirected_adjacency_is_symmetric_simple_and_sorted():
@@ -161,16 +207,37 @@ def test_a_part_of_another_set_is_refused_and_named(dataset, part_set, tmp_path)
         LocalPartition.load(copy, 1)
 
 
-def test_arrays_that_contradict_the_metadata_are_refused(part_set, tmp_path):
+@pytest.mark.parametrize("name, bad, message", [
+    ("indices", 607, r"array 'indices' holds values in .*outside 0\.\.599"),            # a source outside the graph
+    ("halo_indices", 607, r"array 'halo_indices' holds values in .*outside 0\.\.599"),  # streamed in chunks
+    ("x", float("nan"), "array 'x' holds non-finite features"),
+    ("halo_ids", -1, r"array 'halo_ids' holds values in -1\.\."),
+])
+def test_arrays_that_contradict_the_metadata_are_refused(part_set, tmp_path, name, bad, message):
+    """Whether a part is read whole or streamed into a machine's (shared) memory: the same checks."""
     copy = _copy(part_set, tmp_path)
     info = fmt.read_metadata(copy)
     arrays = fmt.load_part_arrays(info, 0)
-    arrays["indices"] = arrays["indices"].copy()
-    arrays["indices"][0] = info.num_nodes + 7                    # a source outside the graph
+    arrays[name] = arrays[name].copy()
+    arrays[name].reshape(-1)[0] = bad
     entry = fmt.write_part(copy, info.set_id, 0, arrays)          # a well-formed file with a valid checksum
     info.parts[0].update(sha256=entry["sha256"], bytes=entry["bytes"])
     fmt.write_metadata(info)
-    with pytest.raises(fmt.PartitionFormatError, match=r"array 'indices' holds values in .*outside 0\.\.599"):
+    with pytest.raises(fmt.PartitionFormatError, match=message):
+        LocalPartition.load(copy, 0)
+    with pytest.raises(fmt.PartitionFormatError, match=message):
+        fmt.load_part_arrays(fmt.read_metadata(copy), 0)
+
+
+def test_a_fortran_ordered_array_is_not_streamed_transposed(part_set, tmp_path):
+    copy = _copy(part_set, tmp_path)
+    info = fmt.read_metadata(copy)
+    arrays = fmt.load_part_arrays(info, 0)
+    arrays["x"] = np.asfortranarray(arrays["x"])                  # the same values, stored column by column
+    entry = fmt.write_part(copy, info.set_id, 0, arrays)
+    info.parts[0].update(sha256=entry["sha256"], bytes=entry["bytes"])
+    fmt.write_metadata(info)
+    with pytest.raises(fmt.PartitionFormatError, match="stored in Fortran order"):
         LocalPartition.load(copy, 0)
 
 

@@ -14,11 +14,14 @@ from scipy import stats
 
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
+from unigraph.distributed.cache import expected_reads
+from unigraph.distributed.layout import JobLayout
 from unigraph.distributed.loader import DistNodeLoader, epoch_tasks, equal_num_batches
 from unigraph.distributed.local import LocalPartition
 from unigraph.distributed.partition import partition_dataset
 from unigraph.distributed.peers import LocalPeers, RemoteError
 from unigraph.distributed.sampler import DistNeighborSampler
+from unigraph.distributed.server import GraphServer
 from unigraph.distributed.store import DistFeatureStore, DistGraph
 from unigraph.graph import Graph
 from unigraph.sampling import NeighborSampler
@@ -28,12 +31,15 @@ PARTS = 4
 
 
 class World:
-    """A partition set held in this process, and the original graph renumbered like it (the reference)."""
+    """A partition set held in this process (one in-process graph server per machine, ``machines``
+    of them), and the original graph renumbered like it (the reference)."""
 
-    def __init__(self, directory, dataset):
+    def __init__(self, directory, dataset, machines: int = PARTS):
         self.info = fmt.read_metadata(directory)
-        self.parts = {p: LocalPartition.load(directory, p, eids=True) for p in range(PARTS)}
-        self.peers = LocalPeers(self.parts)
+        layout = JobLayout(PARTS, machines)
+        self.servers = {m: GraphServer.load(directory, layout, m, eids=True, shared=False) for m in range(machines)}
+        self.parts = {m: server.local for m, server in self.servers.items()}
+        self.peers = LocalPeers(self.servers)
         self.orig = torch.from_numpy(fmt.original_ids(self.info))
         self.new_of_orig = torch.empty_like(self.orig)
         self.new_of_orig[self.orig] = torch.arange(self.orig.numel())
@@ -84,18 +90,38 @@ def test_blocks_equal_the_single_machine_samplers(world, path, replace, monkeypa
                            reference.sample(world.graph, seeds, key=99 + part))
 
 
+def test_a_machine_holding_two_parts_samples_the_same_blocks(world):
+    """2 machines x 2 parts: each machine merges its parts (and their halos, without its own nodes)."""
+    pair = World(world.info.directory, world.dataset, machines=2)
+    assert [(p.first, p.end) for p in pair.parts.values()] == [(0, world.info.offsets[2]),
+                                                               (world.info.offsets[2], world.info.num_nodes)]
+    reference = NeighborSampler([4, 3, 5], return_eids=True)
+    generator = torch.Generator().manual_seed(1)
+    for machine in range(2):
+        local = pair.parts[machine]
+        assert not bool(((local.halo_ids >= local.first) & (local.halo_ids < local.end)).any())
+        seeds = torch.randperm(world.info.num_nodes, generator=generator)[:40]
+        assert_same_blocks(DistNeighborSampler([4, 3, 5], return_eids=True).sample(pair.dist_graph(machine), seeds,
+                                                                                   key=7 + machine),
+                           reference.sample(world.graph, seeds, key=7 + machine))
+        nodes = torch.arange(local.first, local.end)
+        assert torch.equal(DistFeatureStore(pair.dist_graph(1 - machine)).gather(nodes), world.x[nodes])
+
+
 def test_one_request_per_owner_per_hop(world, monkeypatch):
     sent = []
     original = world.peers._send
     monkeypatch.setattr(world.peers, "_send", lambda owner, request, ids, *a: sent.append((owner, request, ids))
                         or original(owner, request, ids, *a))
     graph = world.dist_graph(1)
-    seeds = torch.arange(*graph.book.node_range(1))[:30]           # owned seeds: hop 0 is all local
+    seeds = torch.arange(*graph.book.node_range(1))[:30]           # owned seeds: hop 0 is all local, and
+    DistNeighborSampler([5, 5]).sample(graph, seeds, key=3)        # hop 1 too (owned and halo rows)
+    assert sent == [] and graph.saved["sample_rows"] > 0 and graph.saved["sample_bytes"] > 0
     DistNeighborSampler([5, 5, 5]).sample(graph, seeds, key=3)
     assert [r for _, r, _ in sent] == ["sample"] * len(sent)
     assert 1 not in {owner for owner, _, _ in sent}                # the local rows never go out
     hops = [sent[i:i + PARTS - 1] for i in range(0, len(sent), PARTS - 1)]
-    assert len(sent) == 2 * (PARTS - 1)                            # hops 1 and 2: one request to each other owner
+    assert len(sent) == PARTS - 1                                  # hop 2: one request to each other owner
     for hop in hops:
         assert sorted(owner for owner, _, _ in hop) == [0, 2, 3]
         for owner, _, ids in hop:                                  # only nodes that owner owns, each once
@@ -194,13 +220,33 @@ def test_degree_and_neighbourhood_queries_batch_remote_nodes(world):
     assert world.peers.traffic()["requests"] - before == 3 * (PARTS - 1)   # one per owner per query
 
 
-def test_features_local_remote_and_cached(world):
+def reference_reads(world, seeds, fanouts) -> torch.Tensor:
+    """Expected reads per node (the cache's ranking) computed on the whole renumbered graph, edge by edge."""
+    src, dst = world.graph.src.tolist(), world.graph.dst.tolist()
+    degree = world.graph.in_degrees().double()
+    count = torch.zeros(world.graph.num_nodes, dtype=torch.float64)
+    count[seeds] = 1.0
+    for fanout in reversed(fanouts):
+        reached = torch.zeros_like(count)
+        for u, w in zip(src, dst):
+            reached[u] += count[w] * min(1.0, fanout / float(degree[w]))
+        count = count + reached
+    return count
+
+
+def test_the_cache_keeps_the_halo_rows_expected_to_be_read_most(world):
     graph = world.dist_graph(0)
-    store = DistFeatureStore(graph, cache_size=50)
-    assert store.cache_ids.numel() == 50
-    halo_degree = dict(zip(graph.local.halo_ids.tolist(), graph.local.halo_out_degree.tolist()))
-    cached_degrees = sorted(halo_degree[i] for i in store.cache_ids.tolist())
-    assert cached_degrees[0] >= sorted(halo_degree.values(), reverse=True)[49]   # the 50 of highest degree
+    seeds = graph.local.first + torch.nonzero(graph.local.train_mask).squeeze(1)
+    reference = reference_reads(world, seeds, [4, 3])
+    torch.testing.assert_close(expected_reads(graph.local, seeds, [4, 3]), reference[graph.local.halo_ids],
+                               rtol=1e-12, atol=0)                # two layers: exact from the machine's structure
+    server = world.servers[0]
+    server.fill_cache(graph, seeds, [4, 3], 50)
+    store = DistFeatureStore(graph, server.cache)
+    assert store.cache_ids.numel() == 50 and torch.equal(store.cache_ids, torch.sort(store.cache_ids).values)
+    halo_reads = reference[graph.local.halo_ids]
+    assert float(reference[store.cache_ids].min()) >= float(torch.sort(halo_reads, descending=True).values[49])
+    assert torch.equal(store.cache.rows, world.x[store.cache_ids])
     ids = torch.cat([store.cache_ids[:10], torch.arange(0, 1200, 5)])
     requests = world.peers.traffic()["requests"]
     assert torch.equal(store.gather(ids), world.x[ids])
@@ -209,7 +255,7 @@ def test_features_local_remote_and_cached(world):
     cached = torch.isin(ids, store.cache_ids)
     assert store.hits == int(cached.sum()) >= 10
     assert store.misses == int(((owner != 0) & ~cached).sum())
-    assert 0 < store.hit_rate < 1
+    assert 0 < store.hit_rate < 1 and store.saved_bytes == store.hits * (8 + 6 * 4)
     assert torch.equal(DistFeatureStore(graph).gather(ids), world.x[ids])      # no cache: the same rows
 
 
@@ -250,7 +296,7 @@ def test_prefetching_yields_the_batches_of_the_synchronous_loader(world):
     nodes = graph.local.first + torch.nonzero(graph.local.train_mask).squeeze(1)
     batches = {}
     for prefetch in (0, 3):
-        store = DistFeatureStore(graph, cache_size=20)
+        store = DistFeatureStore(graph, world.servers[2].cache)
         with DistNodeLoader(graph, nodes, DistNeighborSampler([3, 3]), features=store, num_batches=4, seed=1,
                             prefetch=prefetch) as loader:
             batches[prefetch] = [list(loader) for _ in range(2)]     # two epochs
@@ -299,11 +345,13 @@ def test_bad_input_is_refused_with_the_valid_range(world):
         sampler.sample(graph, torch.tensor([3, 1200]))
     with pytest.raises(TypeError, match="integer node ids"):
         graph.in_degrees(torch.tensor([0.5]))
-    with pytest.raises(ValueError, match=r"partition 0 owns nodes 0\.\.\d+; asked about node"):
+    with pytest.raises(ValueError, match=r"machine 0 owns nodes 0\.\.\d+; asked about node"):
         world.parts[0].answer("features", torch.tensor([1199]))
     with pytest.raises(ValueError, match="unknown request 'delete'"):
-        world.parts[0].answer("delete", torch.tensor([0]))
-    with pytest.raises(ValueError, match="must be nodes of this process's partition 0"):
+        world.servers[0].answer("delete", torch.tensor([0]))
+    with pytest.raises(ValueError, match="machine 0 has no inference table 5"):
+        world.servers[0].answer("hidden", torch.tensor([0]), 5)
+    with pytest.raises(ValueError, match="must be nodes of this process's machine 0"):
         DistNodeLoader(graph, torch.tensor([1199]), sampler)
     with pytest.raises(ValueError, match="fanouts\\[0\\] must be a positive int"):
         DistNeighborSampler([0])
@@ -313,8 +361,9 @@ def test_an_owner_error_reaches_the_caller_naming_the_owner(world, monkeypatch):
     def broken(*args):
         raise RuntimeError("disk on fire")
     monkeypatch.setattr(world.parts[3], "sample", broken)
-    with pytest.raises(RemoteError, match=r"'sample' request to partition 3 \(part3\) failed: .*disk on fire"):
-        DistNeighborSampler([2, 2]).sample(world.dist_graph(0), torch.arange(0, 1200, 3), key=0)
+    with pytest.raises(RemoteError, match=r"'sample' request to machine 3's graph server \(server3\) failed: "
+                       ".*disk on fire"):
+        DistNeighborSampler([2, 2, 2]).sample(world.dist_graph(0), torch.arange(0, 1200, 3), key=0)
 
 
 def test_a_structure_only_partition_serves_sampling_but_not_features(world, tmp_path_factory):
@@ -324,3 +373,42 @@ def test_a_structure_only_partition_serves_sampling_but_not_features(world, tmp_
         part.answer("features", torch.tensor([part.first]))
     with pytest.raises(ValueError, match="needs a partition loaded with its node data"):
         DistFeatureStore(DistGraph(part, world.peers))
+
+
+# ---------------------------------------------------------------------- layer-wise evaluation across machines
+@pytest.mark.parametrize("name, layers", [("sage", 2), ("gat", 3)])
+def test_layerwise_evaluation_across_machines_equals_the_whole_graph(world, name, layers):
+    """Each machine's trainer (a thread here; the barrier is the trainers' barrier) computes its share
+    of every hidden layer into its machine's table, reading the others' rows from their servers; only
+    the nodes a later layer reads are computed. The output at every machine's nodes is the model's on
+    the whole graph, in float64."""
+    import threading
+
+    from unigraph.distributed.train import MachineTables, PartitionedSource
+    from unigraph.train.inference import layerwise_outputs
+    torch.manual_seed(0)
+    model = build_node_classifier(name, 6, 4, num_layers=layers, hidden_channels=5, dropout=0.0).double().eval()
+    reference = model(world.graph, world.x.double())
+    barrier = threading.Barrier(PARTS, timeout=60)
+    results, errors = {}, []
+
+    def machine(m):
+        try:
+            graph = world.dist_graph(m)
+            source = PartitionedSource(graph, DistFeatureStore(graph), MachineTables(world.servers[m]),
+                                       lambda ids: ids, barrier.wait)
+            final = graph.local.first + torch.nonzero(graph.local.val_mask | graph.local.test_mask).squeeze(1)
+            results[m] = (final, layerwise_outputs(model, source, final, in_width=6, batch_edges=30),
+                          {slot: ids.numel() for slot, ids in source.ids.items()})
+        except BaseException as err:  # noqa: BLE001 - reported below, with the others released
+            errors.append(err)
+            barrier.abort()
+    threads = [threading.Thread(target=machine, args=(m,)) for m in range(PARTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for m, (final, out, planned) in results.items():
+        torch.testing.assert_close(out, reference[final], rtol=1e-10, atol=1e-12)
+        assert 0 < planned[layers - 1] < world.parts[m].num_owned                 # not every node: those read

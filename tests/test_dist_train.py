@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
+from unigraph.distributed.job import DistJobSpec, build_model, join_job, make_trainer, run_partitioned_job
+from unigraph.distributed.layout import JobLayout
 from unigraph.distributed.loader import epoch_tasks, equal_num_batches
 from unigraph.distributed.partition import partition_dataset
 from unigraph.distributed.peers import serve
-from unigraph.distributed.train import DistJobSpec, build_model, join_job, make_trainer
 from unigraph.graph import Graph
 from unigraph.sampling import NeighborSampler
 from unigraph.train import LaunchError, TrainConfig, launch
@@ -33,6 +34,7 @@ CONFIG = dict(batch_size=8, fanouts=(4, 3), patience=None, restore_best=False, p
 # TensorPipe's, gloo's. (Python's own "sem.mp-*" semaphores are left out on purpose: nothing in a
 # job creates them, the launcher included, and other programs on a shared machine do, at any time.)
 SHM_PREFIXES = ("torch_", "tensorpipe", "gloo", "unigraph")
+JOB_TIMEOUT = 600  # a loaded 2-core machine starts each process's torch in several seconds
 
 
 def small_dataset():
@@ -50,22 +52,35 @@ def shm_entries() -> set[str]:
 # ---------------------------------------------------------------------- what each process runs
 def train_resume_run(spec: DistJobSpec, checkpoint_dir: str) -> dict:
     """A 3-epoch run; then a run stopped after 2 epochs (checkpointed) and resumed to 3."""
+    result = {}
     with join_job(spec) as process:
-        if not process.role.is_trainer:
-            return {}
-        result = {}
-        for name, config in (("full", TrainConfig(epochs=3, **CONFIG)),
-                             ("stopped", TrainConfig(epochs=2, checkpoint_dir=checkpoint_dir, **CONFIG)),
-                             ("resumed", TrainConfig(epochs=3, checkpoint_dir=checkpoint_dir, resume=True, **CONFIG))):
-            trainer = make_trainer(process, build_model(spec, process.info).double(), config)
-            fit = trainer.fit()
-            result[name] = {"losses": fit.losses, "state": trainer.model.state_dict(),
-                            "val": [m.val_acc for m in fit.history], "test": [m.test_acc for m in fit.history]}
-        result["traffic"] = process.peers.traffic()
-        return result
+        if process.role.is_trainer:
+            for name, config in (("full", TrainConfig(epochs=3, **CONFIG)),
+                                 ("stopped", TrainConfig(epochs=2, checkpoint_dir=checkpoint_dir, **CONFIG)),
+                                 ("resumed", TrainConfig(epochs=3, checkpoint_dir=checkpoint_dir, resume=True,
+                                                         **CONFIG))):
+                trainer = make_trainer(process, build_model(spec, process.info).double(), config)
+                fit = trainer.fit()
+                result[name] = {"losses": fit.losses, "state": trainer.model.state_dict(),
+                                "val": [m.val_acc for m in fit.history], "test": [m.test_acc for m in fit.history]}
+            result.update(traffic=process.peers.traffic(), saved=dict(process.graph.saved),
+                          cache=(len(process.features.cache), process.features.hits))
+    if process.server is not None:  # after every process left: the machine's memory over the whole job
+        result["memory"] = process.server.close()
+    return {"kind": process.role.kind, **result}
 
 
-def replay(info: fmt.PartitionSetInfo, epochs: int) -> dict:
+def trainer_seeds(info: fmt.PartitionSetInfo, layout: JobLayout, train: torch.Tensor) -> list[torch.Tensor]:
+    """Every trainer's seeds (renumbered ids), in trainer order: its share of its machine's training nodes."""
+    offsets = layout.machine_offsets(info.offsets)
+    shares = []
+    for m in range(layout.num_machines):
+        nodes = torch.nonzero(train[offsets[m]:offsets[m + 1]]).squeeze(1) + offsets[m]
+        shares += [layout.trainer_share(nodes, t) for t in range(layout.trainers_per_machine)]
+    return shares
+
+
+def replay(info: fmt.PartitionSetInfo, epochs: int, layout: JobLayout | None = None) -> dict:
     """One process, the whole (renumbered) graph, the global batches the trainers take together."""
     dataset = small_dataset()
     orig = torch.from_numpy(fmt.original_ids(info))
@@ -77,7 +92,7 @@ def replay(info: fmt.PartitionSetInfo, epochs: int) -> dict:
     model = build_model(spec, info).double()
     config = spec.train
     optimizer = make_optimizer(model.parameters(), config)
-    shares = [torch.nonzero(train[first:end]).squeeze(1) + first for first, end in zip(info.offsets, info.offsets[1:])]
+    shares = trainer_seeds(info, layout or JobLayout(info.num_parts, info.num_parts), train)
     num_batches = equal_num_batches([s.numel() for s in shares], config.batch_size)
     sampler = NeighborSampler(list(config.fanouts))
     losses, val, test = [], [], []
@@ -110,67 +125,89 @@ def assert_same_run(run: dict, reference: dict, rtol: float = 1e-9) -> None:
     assert run["val"] == reference["val"] and run["test"] == reference["test"]
 
 
-def test_four_trainers_train_like_one_process_and_resume_exactly(tmp_path):
+def test_two_machines_train_like_one_process_and_resume_exactly(tmp_path):
+    """2 machines, each a server (2 of the 4 parts, merged, in shared memory, with a halo cache)
+    and a trainer attached to it; layer-wise evaluation across the machines."""
     info = make_set(tmp_path / "parts", 4)
     spec = DistJobSpec(str(tmp_path / "parts"), MODEL, TrainConfig(**CONFIG), cache_size=10)
-    results = launch(train_resume_run, 4, args=(spec, str(tmp_path / "ckpt")), timeout=300)
-    reference = replay(info, 3)
-    for rank, result in enumerate(results):
+    shm_before = shm_entries()
+    results = launch(train_resume_run, 4, args=(spec, str(tmp_path / "ckpt")), timeout=JOB_TIMEOUT)
+    assert [r["kind"] for r in results] == ["server", "trainer"] * 2
+    reference = replay(info, 3, JobLayout(4, 2))
+    for result in results[1::2]:
         assert_same_run(result["full"], reference)
         # The resumed run equals the uninterrupted one up to summation order: DDP re-buckets its
         # gradients after its first step, so a fresh DDP sums one step's all-reduce in another order.
         assert_same_run(result["resumed"], result["full"], rtol=1e-12)
         assert result["traffic"]["requests"] > 0 and result["traffic"]["bytes_received"] > 0  # remote rows were read
+        assert result["saved"]["sample_rows"] > 0                                 # halo rows sampled locally
+        assert result["cache"][0] == 10 and result["cache"][1] > 0                # the halo cache served rows
+    for machine, server in enumerate(results[0::2]):
+        shared = server["memory"]["shared_bytes"]
+        assert shared["partition"] > 0 and shared["cache"] > 0 and shared["tables"] > 0
+        assert set(server["memory"]["processes"]) == {f"server{machine}", f"trainer{machine}_0"}
+    assert shm_entries() - shm_before == set()                                  # nothing named in /dev/shm
 
 
-@pytest.mark.parametrize("parts", [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_sampler_processes_deliver_the_same_batches(tmp_path, parts):
-    """Trainers that each get their batches from a sampler process: the same run as one process.
-    (With 2 partitions the samplers also ask the other owner for its rows: 4 processes, slow.)"""
-    info = make_set(tmp_path / "parts", parts)
-    spec = DistJobSpec(str(tmp_path / "parts"), MODEL, TrainConfig(**CONFIG), num_samplers=1)
-    results = launch(sampler_run, 2 * parts, args=(spec,), timeout=300)
-    reference = replay(info, 2)
-    for rank in range(0, 2 * parts, 2):
+@pytest.mark.parametrize("machines", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_several_trainers_per_machine_with_sampler_processes_train_like_one_process(tmp_path, machines):
+    """Each machine: a server and 2 trainers, each getting its batches from a sampler process, all
+    attached to the server's shared memory: the same run as one process. (2 machines: 10
+    processes, and the samplers draw the other machine's rows from their halo: slow.)"""
+    info = make_set(tmp_path / "parts", 2)
+    spec = DistJobSpec(str(tmp_path / "parts"), MODEL, TrainConfig(**CONFIG), trainers_per_machine=2,
+                       num_samplers=1, cache_size=5)
+    results = launch(sampler_run, 5 * machines, args=(spec,), timeout=JOB_TIMEOUT)
+    layout = JobLayout(2, machines, 2, 1)
+    reference = replay(info, 2, layout)
+    assert [r["kind"] for r in results] == ["server", "trainer", "sampler", "trainer", "sampler"] * machines
+    for rank in layout.trainer_ranks():
         assert_same_run(results[rank], reference)
-    if parts > 1:
-        assert results[1]["traffic"]["requests"] > 0                              # the sampler asked the other owner
+    if machines > 1:   # the samplers drew the other machine's rows from the halo: no request
+        assert results[2]["traffic"]["requests"] == 0 and results[2]["saved"]["sample_rows"] > 0
+    for machine in range(machines):
+        memory = results[5 * machine]["memory"]
+        assert set(memory["processes"]) == {f"server{machine}", f"trainer{machine}_0", f"trainer{machine}_1",
+                                            f"sampler{machine}_0_0", f"sampler{machine}_1_0"}
+        for name, peaks in memory["processes"].items():                         # every process mapped the partition
+            assert peaks["Pss_Shmem"] > 0, name
 
 
 def sampler_run(spec: DistJobSpec) -> dict:
+    result = {}
     with join_job(spec) as process:
-        if not process.role.is_trainer:
-            result = {}
-        else:
+        if process.role.is_trainer:
             trainer = make_trainer(process, build_model(spec, process.info).double(), TrainConfig(epochs=2, **CONFIG))
             fit = trainer.fit()
             assert trainer.loader.stats["sample_work"] == 0.0                      # nothing sampled in the trainer
             result = {"losses": fit.losses, "state": trainer.model.state_dict(),
                       "val": [m.val_acc for m in fit.history], "test": [m.test_acc for m in fit.history]}
-    return {**result, "traffic": process.peers.traffic()}
+    if process.server is not None:
+        result["memory"] = process.server.close()
+    return {**result, "kind": process.role.kind, "traffic": process.peers.traffic(), "saved": dict(process.graph.saved)}
 
 
 # ---------------------------------------------------------------------- failures
-class DyingPartition:
-    """A served partition that kills its process at its ``after``-th request (an owner dying mid-answer)."""
+class DyingServer:
+    """A graph server that kills its process at its ``after``-th request (an owner dying mid-answer)."""
 
-    def __init__(self, partition, marker: str, after: int):
-        self.partition, self.marker, self.after, self.seen = partition, marker, after, 0
+    def __init__(self, server, marker: str, after: int):
+        self.server, self.marker, self.after, self.seen = server, marker, after, 0
 
     def answer(self, request, ids, *args):
         self.seen += 1
         if self.seen >= self.after:
             pathlib.Path(self.marker).write_text(str(time.time()))
             os.kill(os.getpid(), signal.SIGKILL)
-        return self.partition.answer(request, ids, *args)
+        return self.server.answer(request, ids, *args)
 
 
 def failing_run(spec: DistJobSpec, mode: str, marker: str) -> None:
     pathlib.Path(f"{marker}.pid{os.environ['RANK']}").write_text(str(os.getpid()))
     with join_job(spec) as process:
-        if mode == "owner" and process.role.part == 1:
-            serve(DyingPartition(process.graph.local, marker, after=5))
-        if mode == "sampler" and not process.role.is_trainer:
+        if mode == "owner" and process.role.is_server and process.role.machine == 1:
+            serve(DyingServer(process.server, marker, after=5))
+        if mode == "sampler" and process.role.kind == "sampler":
             graph = process.graph
 
             def dying(*args):
@@ -180,7 +217,7 @@ def failing_run(spec: DistJobSpec, mode: str, marker: str) -> None:
         if not process.role.is_trainer:
             return
         trainer = make_trainer(process)
-        if mode == "trainer" and process.role.part == 1:
+        if mode == "trainer" and process.role.trainer == 1:
             step = trainer.train_step
 
             def dying_step(batch, b):
@@ -192,23 +229,26 @@ def failing_run(spec: DistJobSpec, mode: str, marker: str) -> None:
         trainer.fit()
 
 
-FAILURES = {  # mode: (processes, partitions, samplers per trainer); process 1 dies in each
-    "trainer": (2, 2, 0),   # a trainer killed mid-epoch (its peers wait in DDP's all-reduce or on its answers)
-    "owner": (2, 2, 0),     # an owner killed while answering another process's request
-    "sampler": (2, 1, 1),   # a sampler process killed while its trainer waits for a batch
+FAILURES = {  # mode: (machines, trainers per machine, samplers per trainer, the rank that dies)
+    "trainer": (1, 2, 0, 2),   # a trainer killed mid-epoch (its peer waits in DDP's all-reduce)
+    "owner": (2, 1, 0, 2),     # a machine's server killed while answering the other machine's request
+    "sampler": (1, 1, 1, 2),   # a sampler process killed while its trainer waits for a batch
 }
 ENDS_WITHIN_SECONDS = 10.0  # from the death to the launcher's error (stated in docs/distributed.md; ~1 s measured)
 
 
-@pytest.mark.parametrize("mode", ["trainer", "owner", pytest.param("sampler", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("mode", [pytest.param("trainer", marks=pytest.mark.slow), "owner",
+                                  pytest.param("sampler", marks=pytest.mark.slow)])
 def test_a_dying_process_ends_the_job_quickly_and_cleanly(tmp_path, mode):
-    processes, parts, samplers = FAILURES[mode]
-    make_set(tmp_path / "parts", parts)
-    spec = DistJobSpec(str(tmp_path / "parts"), MODEL, TrainConfig(epochs=50, **CONFIG), num_samplers=samplers)
+    machines, trainers, samplers, victim = FAILURES[mode]
+    make_set(tmp_path / "parts", 2)
+    spec = DistJobSpec(str(tmp_path / "parts"), MODEL, TrainConfig(epochs=50, **CONFIG), trainers_per_machine=trainers,
+                       num_samplers=samplers)
+    processes = JobLayout(2, machines, trainers, samplers).world_size
     marker = str(tmp_path / "died")
     shm_before = shm_entries()
     try:
-        launch(failing_run, processes, args=(spec, mode, marker), timeout=240)
+        launch(failing_run, processes, args=(spec, mode, marker), timeout=JOB_TIMEOUT)
     except LaunchError as failure:
         message = str(failure)
     else:
@@ -217,7 +257,7 @@ def test_a_dying_process_ends_the_job_quickly_and_cleanly(tmp_path, mode):
     assert pathlib.Path(marker).exists(), f"the job failed before the planned death: {message}"
     died = float(pathlib.Path(marker).read_text())
     assert ended - died < ENDS_WITHIN_SECONDS, f"the job ended {ended - died:.1f}s after the death"
-    assert message.startswith("rank 1 failed first: it was killed by signal 9"), message   # the dead one is blamed
+    assert message.startswith(f"rank {victim} failed first: it was killed by signal 9"), message  # the dead one is blamed
     for rank in range(processes):                                                # no orphans
         pid = int(pathlib.Path(f"{marker}.pid{rank}").read_text())
         with pytest.raises(ProcessLookupError):

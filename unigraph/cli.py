@@ -86,6 +86,9 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
     opt.add_argument("--patience", type=int, default=100, help="early stopping patience in epochs (default 100; "
                      "0 disables it)")
     opt.add_argument("--seed", type=int, default=0, help="default 0")
+    opt.add_argument("--evaluation", default="auto", choices=["auto", "full", "layerwise"],
+                     help="full: the model on the whole graph; layerwise: one layer at a time in bounded batches "
+                     "(exact for sage, gat, gin); auto (default): full in memory, layerwise on --partitions")
     batches = train.add_argument_group("mini-batches")
     batches.add_argument("--batch-size", type=int, help="seeds per mini-batch (per process); default: full batch")
     batches.add_argument("--fanouts", type=_int_list, help="neighbours per layer, e.g. 10,10; -1 keeps all; "
@@ -117,9 +120,9 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
     return parser, train, bench_parser
 
 
-def _train(parser: argparse.ArgumentParser, args) -> int:
+def _train(parser: argparse.ArgumentParser, args, argv: list[str] = ()) -> int:
     if args.partitions is not None:
-        return partitioned.run_partitioned_train(parser, args)
+        return partitioned.run_partitioned_train(parser, args, argv)
     if args.chunked is not None:
         return on_disk.run_chunked_train(parser, args)
     if args.task != "node":
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return bench.run_command(bench_parser, args, argv)
     if args.command in ("partition", "chunk"):
         return args.run(args)
-    return _train(train_parser, args)
+    return _train(train_parser, args, argv)
 
 
 if __name__ == "__main__":

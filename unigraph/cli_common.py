@@ -94,7 +94,7 @@ def spec_from_args(args) -> jobs.JobSpec:
                          batch_size=args.batch_size, fanouts=args.fanouts, num_workers=args.num_workers,
                          patience=args.patience or None, seed=args.seed, progress=args.progress,
                          log_every=args.log_every, checkpoint_dir=args.checkpoint, resume=args.resume,
-                         timeout=args.timeout)
+                         timeout=args.timeout, evaluation=args.evaluation)
     model = jobs.ModelSpec(args.model, args.layers, args.hidden, args.heads, args.dropout)
     return jobs.JobSpec(dataset=args.dataset, root=args.root, synthetic_nodes=args.nodes, model=model, train=config,
                         pipeline=pipeline, backend=args.backend, threads=args.threads, world_size=world)

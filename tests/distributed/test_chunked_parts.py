@@ -1,6 +1,6 @@
 """Partition sets in the chunked layout: the streaming pipeline writes what the in-memory partitioner
-writes for the same assignment, parts load mapped (not copied) and serve the distributed sampler
-exactly, and damaged or mixed-up parts are refused naming the file."""
+writes for the same assignment (the halo's in-edges included), a machine holding one part maps its
+node arrays, parts serve the distributed sampler exactly (two hops without a request), and damaged or mixed-up parts are refused naming the file."""
 from __future__ import annotations
 
 import shutil
@@ -12,9 +12,12 @@ import torch
 from test_dist_sampler import PARTS, World, assert_same_blocks
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
+from unigraph.distributed import local
+from unigraph.distributed.layout import JobLayout
 from unigraph.distributed.local import LocalPartition
 from unigraph.distributed.partition import partition_dataset
 from unigraph.distributed.sampler import DistNeighborSampler
+from unigraph.distributed.server import GraphServer
 from unigraph.distributed.store import DistFeatureStore
 from unigraph.distributed.streaming import partition_chunked
 from unigraph.sampling import NeighborSampler
@@ -29,18 +32,6 @@ def dataset():
 @pytest.fixture(scope="module")
 def chunked(dataset, tmp_path_factory):
     return write_dataset(dataset, tmp_path_factory.mktemp("graph"), chunk_bytes=2048)
-
-
-def mapped_file(tensor: torch.Tensor) -> str | None:
-    """The file whose mapping holds ``tensor``'s data (from /proc/self/maps), or None."""
-    address = tensor.data_ptr()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split()
-            low, high = (int(v, 16) for v in fields[0].split("-"))
-            if low <= address < high:
-                return fields[5] if len(fields) > 5 else None
-    return None
 
 
 def _same_sets(a: fmt.PartitionSetInfo, b: fmt.PartitionSetInfo) -> None:
@@ -64,20 +55,50 @@ def test_streaming_writer_equals_the_in_memory_partitioner(dataset, chunked, tmp
     _same_sets(reference, same_layout)
 
 
-def test_ldg_parts_are_mapped_and_serve_the_sampler_exactly(dataset, chunked, tmp_path):
+def mapped_file(tensor: torch.Tensor) -> str | None:
+    """The file whose mapping holds ``tensor``'s data (from /proc/self/maps), or None."""
+    address = tensor.data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            low, high = (int(v, 16) for v in fields[0].split("-"))
+            if low <= address < high:
+                return fields[5] if len(fields) > 5 else None
+    return None
+
+
+def test_ldg_parts_serve_the_sampler_exactly(dataset, chunked, tmp_path, monkeypatch):
+    """A machine holding one chunked part maps its node arrays (the file's pages, not a copy) and
+    copies the structure merged with the halo's in-edges the streaming pass wrote; a machine with
+    two parts copies everything; a copy this machine's memory cannot hold is refused first."""
     info = partition_chunked(chunked, PARTS, tmp_path, method="ldg", block_nodes=100)
     assert info.method["name"] == "ldg" and info.method["peak_rss_anon_bytes"] > 0
+    assert sum(entry["halo_edges"] for entry in info.parts) > 0
     part = LocalPartition.load(tmp_path, 1, eids=True)
-    for name, file in (("x", "x"), ("indptr", "in_indptr"), ("indices", "in_indices"), ("eids", "in_eids"),
-                       ("y", "y"), ("halo_ids", "halo_ids")):   # the file's pages, not a copy
-        assert mapped_file(getattr(part, name)) == str(tmp_path / "part-1" / f"{file}.bin"), name
+    for name in ("x", "y", "orig_ids", "train_mask"):
+        assert mapped_file(getattr(part, name)) == str(tmp_path / "part-1" / f"{name}.bin"), name
+    assert mapped_file(part.indptr) != str(tmp_path / "part-1" / "in_indptr.bin")
+    arrays = fmt.load_part_arrays(info, 1)
+    np.testing.assert_array_equal(part.eids.numpy(), np.concatenate([arrays["eids"], arrays["halo_eids"]]))
+    two = GraphServer.load(tmp_path, JobLayout(PARTS, 2), 0, shared=False).local
+    assert two.parts == [0, 1] and "part-" not in str(mapped_file(two.x))
+    np.testing.assert_array_equal(two.x[part.first - two.first:].numpy(), part.x.numpy())
+    monkeypatch.setattr(local, "available_memory_gb", lambda: 1e-6)
+    with pytest.raises(ValueError, match="machine 1's chunked parts need .* copies its machine's parts into shared"):
+        LocalPartition.load(tmp_path, 1)
+    monkeypatch.undo()
     world = World(tmp_path, dataset)
     seeds = torch.tensor([3, 400, 401, 900, 1199])
+    owned = torch.arange(world.info.offsets[0], world.info.offsets[1], 37)
     for replace in (False, True):
         sampler = DistNeighborSampler([4, 3], replace=replace)
         reference = NeighborSampler([4, 3], replace=replace, return_eids=False).sample(world.graph, seeds, key=11)
         assert_same_blocks(sampler.sample(world.dist_graph(0), seeds, key=11), reference)
-    store = DistFeatureStore(world.dist_graph(2), cache_size=5)
+        local_ref = NeighborSampler([4, 3], replace=replace, return_eids=False).sample(world.graph, owned, key=11)
+        before = world.peers.traffic()["requests"]
+        assert_same_blocks(sampler.sample(world.dist_graph(0), owned, key=11), local_ref)
+        assert world.peers.traffic()["requests"] == before   # two hops of owned seeds: the halo's in-edges
+    store = DistFeatureStore(world.dist_graph(2))
     ids = torch.arange(0, 1200, 7)
     assert torch.equal(store.gather(ids), world.x[ids])
 

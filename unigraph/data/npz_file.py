@@ -64,6 +64,31 @@ def _header(path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, max_elements:
     _check_header(path, f"member {info.filename!r}", shape, dtype, header_bytes, info.file_size, max_elements)
 
 
+def open_member(path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, max_elements: int | None = None):
+    """``(handle, shape, dtype)``: member ``info`` opened at its data after its header was checked as
+    :func:`read_npz` checks it, for a reader that streams the data into memory it owns (so only
+    C-ordered arrays: their bytes are the array in order)."""
+    try:
+        handle = archive.open(info)
+    except ZIP_ERRORS as err:
+        raise DataFileError(path, f"member {info.filename!r} is not a readable .npy array: {err}") from None
+    try:
+        try:
+            version = np.lib.format.read_magic(handle)
+            if version not in _HEADERS:
+                raise ValueError(f"unsupported .npy version {version}")
+            shape, fortran, dtype = _HEADERS[version](handle)
+        except (*ZIP_ERRORS, *HEADER_ERRORS) as err:
+            raise DataFileError(path, f"member {info.filename!r} is not a readable .npy array: {err}") from None
+        _check_header(path, f"member {info.filename!r}", shape, dtype, handle.tell(), info.file_size, max_elements)
+        if fortran and len(shape) > 1:
+            raise DataFileError(path, f"member {info.filename!r} is stored in Fortran order (np.savez writes C order)")
+    except BaseException:
+        handle.close()
+        raise
+    return handle, shape, dtype
+
+
 def read_npy(path, *, max_elements: int | None = None) -> np.ndarray:
     """The array of the ``.npy`` file at ``path``, memory-mapped read-only after its header was
     checked against the file's length (so its data is in the file)."""

@@ -27,7 +27,7 @@ from unigraph.storage.chunked import DEFAULT_CHUNK_BYTES, MANIFEST, ChunkedGraph
 # the partition format's array names -> the chunked format's
 CHUNKED_NAMES = {"indptr": "in_indptr", "indices": "in_indices", "eids": "in_eids"}
 PART_ARRAYS = ("orig_ids", "indptr", "indices", "eids", "x", "y", "train_mask", "val_mask", "test_mask", "out_degree",
-               "halo_ids", "halo_out_degree")
+               "halo_ids", "halo_out_degree", "halo_indptr", "halo_indices", "halo_eids")
 
 
 def part_directory(directory: pathlib.Path, part: int) -> pathlib.Path:
@@ -50,20 +50,26 @@ class PartWriter:
                   "indices": (ids, (None,)), "eids": (np.int64, (None,)), "x": (feature_dtype, (num_owned, num_features)),
                   "y": (np.int64, (num_owned,)), "out_degree": (np.int64, (num_owned,)),
                   "halo_ids": (np.int64, (None,)), "halo_out_degree": (np.int64, (None,)),
+                  "halo_indptr": (np.int64, (None,)), "halo_indices": (ids, (None,)), "halo_eids": (np.int64, (None,)),
                   **{m: (np.bool_, (num_owned,)) for m in ("train_mask", "val_mask", "test_mask")}}
         if not eids:
             shapes.pop("eids")
+            shapes.pop("halo_eids")
         self.arrays = {name: self.writer.array(CHUNKED_NAMES.get(name, name), *spec) for name, spec in shapes.items()}
         self.arrays["indptr"].append(np.zeros(1, dtype=np.int64))
+        self.arrays["halo_indptr"].append(np.zeros(1, dtype=np.int64))
         self.edges = 0
+        self.halo_edges = 0
 
     def append(self, **blocks: np.ndarray) -> None:
-        """Append rows; ``indptr`` is given as the rows' in-degrees (their pointers follow)."""
+        """Append rows; ``indptr`` and ``halo_indptr`` are given as the rows' in-degrees
+        (``degrees``, ``halo_degrees``: their pointers follow)."""
         for name, block in blocks.items():
-            if name == "degrees":
-                ends = self.edges + np.cumsum(block, dtype=np.int64)
-                self.arrays["indptr"].append(ends)
-                self.edges = int(ends[-1]) if len(ends) else self.edges
+            if name in ("degrees", "halo_degrees"):
+                pointers, count = ("indptr", "edges") if name == "degrees" else ("halo_indptr", "halo_edges")
+                ends = getattr(self, count) + np.cumsum(block, dtype=np.int64)
+                self.arrays[pointers].append(ends)
+                setattr(self, count, int(ends[-1]) if len(ends) else getattr(self, count))
             else:
                 self.arrays[name].append(block)
 
@@ -85,8 +91,8 @@ def write_part(directory: pathlib.Path, set_id: str, part: int, arrays: dict[str
                         num_edges=num_edges, num_features=arrays["x"].shape[1], feature_dtype=arrays["x"].dtype,
                         num_classes=num_classes, eids="eids" in arrays, chunk_bytes=chunk_bytes)
     try:
-        blocks = {name: arrays[name] for name in PART_ARRAYS if name in arrays and name != "indptr"}
-        writer.append(degrees=np.diff(arrays["indptr"]), **blocks)
+        blocks = {name: arrays[name] for name in PART_ARRAYS if name in arrays and name not in ("indptr", "halo_indptr")}
+        writer.append(degrees=np.diff(arrays["indptr"]), halo_degrees=np.diff(arrays["halo_indptr"]), **blocks)
         return writer.finish()
     except BaseException:
         writer.abort()
@@ -102,9 +108,10 @@ def _identity(directory: pathlib.Path) -> str:
         return f"unreadable ({type(err).__name__}: {err})"
 
 
-def read_part(info, part: int, names, *, verify: bool, error: type[DataFileError]) -> dict[str, np.ndarray]:
-    """The arrays ``names`` (the partition format's names) of part ``part`` of the set ``info``,
-    mapped from disk and checked (see the module docstring); refusals are ``error``s naming the file."""
+def open_part(info, part: int, *, verify: bool, error: type[DataFileError]) -> ChunkedGraph:
+    """Part ``part`` of the set ``info`` as a :class:`ChunkedGraph`, its manifest checked against
+    the metadata (checksum, identity, counts, shapes; its arrays are checked as they are first
+    read); refusals are ``error``s naming the file."""
     directory = part_directory(info.directory, part)
     entry = info.parts[part]
     manifest = directory / MANIFEST
@@ -129,29 +136,101 @@ def read_part(info, part: int, names, *, verify: bool, error: type[DataFileError
             if m[key] != value:
                 raise error(manifest, f"has {key}={m[key]:,}; partitions.json implies {value:,}")
         shapes = {"x": ((entry["nodes"], info.num_features), info.feature_dtype), "halo_ids": ((entry["halo"],), None),
-                  "halo_out_degree": ((entry["halo"],), None)}
+                  "halo_out_degree": ((entry["halo"],), None), "halo_indptr": ((entry["halo"] + 1,), None),
+                  "halo_indices": ((entry["halo_edges"],), "ids")}
         for name, (shape, dtype) in shapes.items():
-            if graph.shape(name) != shape or (dtype is not None and graph.dtype(name) != np.dtype(dtype)):
+            if not graph.has(name):
+                raise error(directory, f"has no array {name!r}" + (
+                    " (a part written before parts kept their halo's in-edges: partition again)"
+                    if name.startswith("halo_") else ""))
+            if graph.shape(name) != shape or (dtype not in (None, "ids") and graph.dtype(name) != np.dtype(dtype)):
                 raise error(manifest, f"array {name!r} is {graph.dtype(name)} {list(graph.shape(name))}; partitions.json "
                                       f"implies {dtype or 'int64'} {list(shape)}")
         if graph.nbytes() != entry["bytes"]:
             raise error(manifest, f"its arrays hold {graph.nbytes():,} bytes; partitions.json says {entry['bytes']:,}")
-        arrays = {}
-        for name in names:
-            if name in ("set_id", "part_id"):
-                continue
-            chunked = CHUNKED_NAMES.get(name, name)
-            if not graph.has(chunked):
-                raise error(directory, f"has no array {chunked!r}" + (" (the set was written without edge ids)"
-                                                                       if name == "eids" else ""))
-            arrays[name] = graph.array(chunked)
-            if name == "halo_ids":
-                _check_halo(graph, info, part, error)
-        return arrays
+        return graph
     except error:
         raise
     except DataFileError as err:  # the chunked reader's refusals, as the partition format's
         raise error(err.path, err.problem) from None
+
+
+def read_part(info, part: int, names, *, verify: bool, error: type[DataFileError]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` (the partition format's names) of part ``part`` of the set ``info``,
+    mapped from disk and checked (see the module docstring); refusals are ``error``s naming the file."""
+    graph = open_part(info, part, verify=verify, error=error)
+    try:
+        return {name: _array(graph, info, part, name, error) for name in names if name not in ("set_id", "part_id")}
+    except error:
+        raise
+    except DataFileError as err:
+        raise error(err.path, err.problem) from None
+
+
+def _array(graph: ChunkedGraph, info, part: int, name: str, error) -> np.ndarray:
+    chunked = CHUNKED_NAMES.get(name, name)
+    if not graph.has(chunked):
+        raise error(graph.directory, f"has no array {chunked!r}" + (
+            " (the set was written without edge ids)" if name in ("eids", "halo_eids") else ""))
+    array = graph.array(chunked)
+    if name == "halo_ids":
+        _check_halo(graph, info, part, error)
+    return array
+
+
+class MappedPart:
+    """A chunked part read as :class:`unigraph.distributed.format.PartFile` reads a ``.npz`` part
+    (``header``, ``read``, ``read_into``, ``chunks``, by the partition format's names), from its
+    mapped arrays: what lets a graph server load chunked parts into shared memory as it loads
+    ``.npz`` ones (:func:`unigraph.distributed.local.load_machine`). The caller checks values
+    (:func:`unigraph.distributed.format.check_part_arrays`), as with a ``PartFile``."""
+
+    CHUNK_BYTES = 1 << 24
+
+    def __init__(self, info, part: int, *, verify: bool, error: type[DataFileError]):
+        self.info, self.part, self.error = info, part, error
+        self.path = part_directory(info.directory, part)
+        self.graph = open_part(info, part, verify=verify, error=error)
+
+    def close(self) -> None:
+        self.graph = None
+
+    def __enter__(self) -> "MappedPart":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _mapped(self, name: str) -> np.ndarray:
+        try:
+            return _array(self.graph, self.info, self.part, name, self.error)
+        except self.error:
+            raise
+        except DataFileError as err:
+            raise self.error(err.path, err.problem) from None
+
+    def header(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
+        chunked = CHUNKED_NAMES.get(name, name)
+        if not self.graph.has(chunked):
+            self._mapped(name)   # the refusal naming what is missing
+        return self.graph.dtype(chunked), self.graph.shape(chunked)
+
+    def read(self, name: str) -> np.ndarray:
+        return np.array(self._mapped(name))
+
+    def read_into(self, name: str, out: np.ndarray) -> None:
+        array = self._mapped(name)
+        if array.dtype != out.dtype or array.shape != out.shape:
+            raise self.error(self.path, f"array {name!r} is {array.dtype} {list(array.shape)}, expected "
+                                        f"{out.dtype} {list(out.shape)} (from the metadata)")
+        out[...] = array
+
+    def chunks(self, name: str):
+        """``(first element, 1-D chunk)`` pairs of the flattened array ``name``, in order."""
+        flat = self._mapped(name).reshape(-1)
+        step = max(1, self.CHUNK_BYTES // max(flat.dtype.itemsize, 1))
+        for first in range(0, flat.size, step):
+            yield first, np.array(flat[first:first + step])
 
 
 def _check_halo(graph: ChunkedGraph, info, part: int, error) -> None:

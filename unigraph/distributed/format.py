@@ -24,10 +24,17 @@ set's partition-major global ids, see :mod:`unigraph.distributed.book`)::
     halo_ids    int64[h]   sorted global ids of the 1-hop halo: sources of owned nodes' in-edges
                            owned by another partition
     halo_out_degree int64[h]  their out-degrees in the whole graph
+    halo_indptr int64[h+1] the in-CSR of the halo nodes (their ``k`` in-edges, as their owners
+    halo_indices int[k]    store them: sources' global ids, original edge order) ...
+    halo_eids   int64[k]   ... and the original ids of those edges
 
 Inside a row, in-edges keep the original graph's edge order (a stable sort by destination), the
 order of ``Graph.in_csr()``: that is what lets the distributed sampler draw the very samples the
-single-machine sampler draws (:mod:`unigraph.distributed.sampler`).
+single-machine sampler draws (:mod:`unigraph.distributed.sampler`). The halo's in-edges
+let a machine sample the hop after the first (the in-edges of its seeds' remote neighbours)
+without asking their owners.
+
+Version 2 added the halo's in-edges; a version-1 set is refused with the command that rewrites it.
 
 Writing: every part, then the metadata, each written atomically (``checked_file.atomic_write``;
 the parts are streamed to disk, their checksums kept in the checked metadata); an old
@@ -48,24 +55,26 @@ import json
 import os
 import pathlib
 import uuid
+import zipfile
 
 import numpy as np
 
 from unigraph.data import limits
 from unigraph.data.checked_file import atomic_write, read_checked, sha256_file, write_checked
 from unigraph.data.errors import DataFileError
-from unigraph.data.npz_file import read_npz
+from unigraph.data.npz_file import ZIP_ERRORS, open_member, read_npz
 from unigraph.distributed import chunked_parts
 from unigraph.distributed.book import PartitionBook
 
 FORMAT = "unigraph.partitions"
-VERSION = 1
+VERSION = 2
 METADATA = "partitions.json"
 GRAPH_ARRAYS = ("indptr", "indices")
 NODE_ARRAYS = ("orig_ids", "x", "y", "train_mask", "val_mask", "test_mask", "out_degree")
+HALO_ARRAYS = ("halo_ids", "halo_out_degree", "halo_indptr", "halo_indices")
 ALL_ARRAYS = ("set_id", "part_id", "orig_ids", "indptr", "indices", "eids", "x", "y", "train_mask", "val_mask",
-              "test_mask", "out_degree", "halo_ids", "halo_out_degree")
-PART_COUNTS = ("nodes", "edges", "train", "val", "test", "halo")
+              "test_mask", "out_degree", "halo_ids", "halo_out_degree", "halo_indptr", "halo_indices", "halo_eids")
+PART_COUNTS = ("nodes", "edges", "train", "val", "test", "halo", "halo_edges")
 
 
 class PartitionFormatError(DataFileError):
@@ -172,7 +181,8 @@ def read_metadata(directory: str | os.PathLike) -> PartitionSetInfo:
         raise PartitionFormatError(path, f"is not valid JSON ({err})") from None
     _require(isinstance(raw, dict) and raw.get("format") == FORMAT, path, f"no {FORMAT!r} format tag")
     _require(raw.get("version") == VERSION, path,
-             f"format version {raw.get('version')!r}; this unigraph reads version {VERSION}")
+             f"format version {raw.get('version')!r}; this unigraph reads version {VERSION} (write the set again "
+             "with `unigraph partition`)")
     ints = ("num_parts", "num_nodes", "num_edges", "num_features", "num_classes", "max_in_degree")
     for name in ints:
         _require(isinstance(raw.get(name), int) and not isinstance(raw.get(name), bool) and raw[name] >= 0, path,
@@ -233,17 +243,15 @@ def _embedded_identity(path: pathlib.Path, size: int) -> str:
         return f"unreadable ({type(err).__name__}: {err})"
 
 
-def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, verify: bool = True) -> dict[str, np.ndarray]:
-    """The arrays ``names`` of partition ``part``, checked against the metadata.
-
-    ``verify`` checks the file's SHA-256 first (reads the whole file once). Raises
-    ``FileNotFoundError`` for a missing file and :class:`PartitionFormatError` for anything else
-    that does not match.
-    """
+def _check_part_number(info: PartitionSetInfo, part: int) -> None:
     if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < info.num_parts:
         raise ValueError(f"part must be an int in 0..{info.num_parts - 1}, got {part!r}")
-    if info.layout == "chunked":  # mapped from disk, checked chunk by chunk
-        return chunked_parts.read_part(info, part, names, verify=verify, error=PartitionFormatError)
+
+
+def _checked_part_file(info: PartitionSetInfo, part: int, verify: bool) -> tuple[pathlib.Path, int]:
+    """``(path, size)`` of part ``part``'s file: present, a regular file of the size the metadata
+    gives, and (``verify``) of its SHA-256; what does not match is named."""
+    _check_part_number(info, part)
     path = info.directory / part_file(part)
     entry = info.parts[part]
     if not path.is_file():
@@ -256,6 +264,25 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
             path, f"does not match {METADATA} ({what}): "
             f"the file is corrupted or belongs to another partition set; it identifies itself as "
             f"{_embedded_identity(path, size)}, the metadata expects set {info.set_id}, part {part}")
+    return path, size
+
+
+def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, verify: bool = True) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of partition ``part``, checked against the metadata.
+
+    ``verify`` checks the file's SHA-256 first (reads the whole file once). Raises
+    ``FileNotFoundError`` for a missing file and :class:`PartitionFormatError` for anything else
+    that does not match. Chunked parts are mapped, not read (:mod:`unigraph.distributed.chunked_parts`
+    checks the arrays the chunked format knows as they are first used; the halo's in-edges, which
+    it does not know, are checked here).
+    """
+    if info.layout == "chunked":
+        _check_part_number(info, part)
+        arrays = chunked_parts.read_part(info, part, names, verify=verify, error=PartitionFormatError)
+        halo_edges = {name: arrays[name] for name in ("halo_indptr", "halo_indices", "halo_eids") if name in arrays}
+        _check_arrays(chunked_parts.part_directory(info.directory, part), info, part, halo_edges)
+        return arrays
+    path, size = _checked_part_file(info, part, verify)
     wanted = ("set_id", "part_id", *(name for name in names if name not in ("set_id", "part_id")))
     try:  # stored members only, each header against its member's length (np.savez writes them so)
         arrays = read_npz(path, file_bytes=size, compressed=False, names=wanted)
@@ -272,13 +299,151 @@ def load_part_arrays(info: PartitionSetInfo, part: int, names=ALL_ARRAYS, *, ver
     return arrays
 
 
+CHUNK_BYTES = 1 << 24  # what a streamed read holds beside its destination
+
+
+def open_part(info: PartitionSetInfo, part: int, *, verify: bool = True):
+    """Part ``part`` opened for streamed reads: a :class:`PartFile` (``.npz`` layout) or a
+    :class:`~unigraph.distributed.chunked_parts.MappedPart` (chunked layout), the same interface."""
+    if info.layout == "chunked":
+        _check_part_number(info, part)
+        return chunked_parts.MappedPart(info, part, verify=verify, error=PartitionFormatError)
+    return PartFile(info, part, verify=verify)
+
+
+class PartFile:
+    """An open part file whose size, checksum and embedded identity were checked, read as
+    :func:`load_part_arrays` reads it (a regular file; stored members only, each ``.npy`` header
+    checked against its member's length before its data: :mod:`unigraph.data.npz_file`), with
+    arrays read into memory (:meth:`read`) or streamed into a destination that already exists, e.g.
+    shared memory (:meth:`read_into`, :meth:`chunks`), without a second copy. The caller checks
+    values it streamed with :func:`check_part_arrays` (or :func:`check_range` per chunk)."""
+
+    def __init__(self, info: PartitionSetInfo, part: int, *, verify: bool = True):
+        self.info, self.part = info, part
+        path, size = _checked_part_file(info, part, verify)
+        self.path = path
+        self._handle = limits.open_regular(path)
+        try:
+            try:
+                self._zip = zipfile.ZipFile(self._handle)
+            except ZIP_ERRORS as err:
+                raise PartitionFormatError(path, f"is not a readable .npz archive (truncated or corrupt?): {err}") \
+                    from None
+            try:
+                limits.check_zip(path, self._zip, size, compressed=False)
+            except DataFileError as err:
+                raise PartitionFormatError(err.path, err.problem) from None
+            self._members = {i.filename[:-4]: i for i in self._zip.infolist() if i.filename.endswith(".npy")}
+            try:
+                identity = bytes(self.read("set_id").astype(np.uint8)).decode("ascii"), int(self.read("part_id")[0])
+            except (UnicodeDecodeError, IndexError) as err:
+                raise PartitionFormatError(path, f"cannot be read as a partition file ({type(err).__name__}: "
+                                           f"{err})") from None
+            _require(identity == (info.set_id, part), path, f"belongs to set {identity[0]}, part {identity[1]}; the "
+                     f"metadata expects set {info.set_id}, part {part}")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if getattr(self, "_zip", None) is not None:
+            self._zip.close()
+        self._handle.close()
+
+    def __enter__(self) -> "PartFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _open(self, name: str):
+        """The member ``name`` positioned at its data (header checked), its dtype and shape."""
+        if name not in self._members:
+            raise PartitionFormatError(self.path, f"lacks the arrays {[name]}")
+        try:
+            member, shape, dtype = open_member(self.path, self._zip, self._members[name])
+        except DataFileError as err:
+            raise PartitionFormatError(err.path, err.problem) from None
+        return member, dtype, shape
+
+    def header(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
+        member, dtype, shape = self._open(name)
+        member.close()
+        return dtype, shape
+
+    def read(self, name: str) -> np.ndarray:
+        """The whole array ``name`` (a new array)."""
+        member, dtype, shape = self._open(name)
+        with member:
+            out = np.empty(shape, dtype)
+            self._fill(member, out, name)
+        return out
+
+    def read_into(self, name: str, out: np.ndarray) -> None:
+        """Stream array ``name`` into ``out`` (C-contiguous, the array's dtype and shape)."""
+        member, dtype, shape = self._open(name)
+        with member:
+            if dtype != out.dtype or tuple(shape) != out.shape:
+                raise PartitionFormatError(self.path, f"array {name!r} is {dtype} {list(shape)}, expected "
+                                           f"{out.dtype} {list(out.shape)} (from the metadata)")
+            self._fill(member, out, name)
+
+    def chunks(self, name: str):
+        """``(first element, 1-D chunk)`` pairs of the flattened array ``name``, in order."""
+        member, dtype, shape = self._open(name)
+        with member:
+            total = int(np.prod(shape, dtype=np.int64))
+            step = max(1, CHUNK_BYTES // max(dtype.itemsize, 1))
+            for first in range(0, total, step):
+                chunk = np.empty(min(step, total - first), dtype)
+                self._fill(member, chunk, name)
+                yield first, chunk
+
+    def _fill(self, member, out: np.ndarray, name: str) -> None:
+        view = memoryview(out.reshape(-1).view(np.uint8)) if out.size else memoryview(b"")
+        done = 0
+        while done < len(view):
+            try:
+                got = member.readinto(view[done:done + CHUNK_BYTES])
+            except ZIP_ERRORS as err:
+                raise PartitionFormatError(self.path, f"array {name!r} is truncated or corrupt: {err}") from None
+            if not got:
+                raise PartitionFormatError(self.path, f"array {name!r} ends early (a truncated file)")
+            done += got
+
+
+def check_part_arrays(path, info: PartitionSetInfo, part: int, arrays: dict[str, np.ndarray]) -> None:
+    """Dtypes, shapes and value ranges of the arrays given (any subset) against the metadata."""
+    _check_arrays(path, info, part, arrays)
+
+
+def value_ranges(info: PartitionSetInfo) -> dict[str, tuple[int, int]]:
+    """``{array: (low, high)}``: the values an integer array of a part may hold (``low <= v < high``)."""
+    return {"indices": (0, info.num_nodes), "halo_indices": (0, info.num_nodes), "halo_ids": (0, info.num_nodes),
+            "halo_eids": (0, info.num_edges), "y": (0, info.num_classes), "orig_ids": (0, info.num_nodes),
+            "eids": (0, info.num_edges), "out_degree": (0, info.num_edges + 1),
+            "halo_out_degree": (0, info.num_edges + 1)}
+
+
+def check_range(path, info: PartitionSetInfo, name: str, values: np.ndarray) -> None:
+    """Refuse ``values`` of array ``name`` (all of it, or a chunk) outside its range."""
+    if values.size:
+        low, high = value_ranges(info)[name]
+        a_min, a_max = int(values.min()), int(values.max())
+        _require(low <= a_min and a_max < high, path, f"array {name!r} holds values in {a_min}..{a_max}, "
+                 f"outside {low}..{high - 1}")
+
+
 def _check_arrays(path, info: PartitionSetInfo, part: int, arrays: dict[str, np.ndarray]) -> None:
     """Dtypes, shapes and value ranges of the arrays present against the metadata."""
     n, e, h = info.count(part, "nodes"), info.count(part, "edges"), info.count(part, "halo")
+    k = info.count(part, "halo_edges")
     first, end = info.book.node_range(part)
     shapes = {"orig_ids": (n,), "indptr": (n + 1,), "indices": (e,), "eids": (e,), "x": (n, info.num_features),
               "y": (n,), "train_mask": (n,), "val_mask": (n,), "test_mask": (n,), "out_degree": (n,),
-              "halo_ids": (h,), "halo_out_degree": (h,)}
+              "halo_ids": (h,), "halo_out_degree": (h,), "halo_indptr": (h + 1,), "halo_indices": (k,),
+              "halo_eids": (k,)}
     kinds = {"x": "f", "train_mask": "b", "val_mask": "b", "test_mask": "b"}
     for name, array in arrays.items():
         _require(array.shape == shapes[name], path, f"array {name!r} has shape {list(array.shape)}, the metadata "
@@ -289,18 +454,14 @@ def _check_arrays(path, info: PartitionSetInfo, part: int, arrays: dict[str, np.
                  f"features are {arrays['x'].dtype}, the metadata says {info.feature_dtype}")
         _require(bool(np.isfinite(arrays["x"]).all()), path, "array 'x' holds non-finite features (NaN or infinity): "
                  "training on them ends in a NaN loss")
-    if "indptr" in arrays:
-        indptr = arrays["indptr"]
-        _require(int(indptr[0]) == 0 and int(indptr[-1]) == e and bool(np.all(indptr[1:] >= indptr[:-1])), path,
-                 f"indptr must rise from 0 to {e} (the part's edges)")
-    ranges = {"indices": (0, info.num_nodes), "halo_ids": (0, info.num_nodes), "y": (0, info.num_classes),
-              "orig_ids": (0, info.num_nodes), "eids": (0, info.num_edges), "out_degree": (0, info.num_edges + 1),
-              "halo_out_degree": (0, info.num_edges + 1)}
-    for name, (low, high) in ranges.items():
-        if name in arrays and arrays[name].size:
-            a_min, a_max = int(arrays[name].min()), int(arrays[name].max())
-            _require(low <= a_min and a_max < high, path, f"array {name!r} holds values in {a_min}..{a_max}, "
-                     f"outside {low}..{high - 1}")
+    for name, total in (("indptr", e), ("halo_indptr", k)):
+        if name in arrays:
+            indptr = arrays[name]
+            _require(int(indptr[0]) == 0 and int(indptr[-1]) == total and bool(np.all(indptr[1:] >= indptr[:-1])),
+                     path, f"{name} must rise from 0 to {total} (the part's {'halo ' if 'halo' in name else ''}edges)")
+    for name in value_ranges(info):
+        if name in arrays:
+            check_range(path, info, name, arrays[name])
     if "halo_ids" in arrays and h:
         halo = arrays["halo_ids"]
         _require(bool(np.all(halo[1:] > halo[:-1])) and not bool(np.any((halo >= first) & (halo < end))), path,

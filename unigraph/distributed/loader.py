@@ -1,6 +1,6 @@
 """Mini-batches for one trainer of a partitioned graph: :class:`DistNodeLoader`.
 
-**The split.** Each trainer takes its own seeds (normally its partition's training nodes), every
+**The split.** Each trainer takes its own seeds (normally its share of its machine's training nodes), every
 epoch in a new order, cut into ``num_batches`` batches of near-equal size (``torch.tensor_split``:
 the first ``n % K`` batches have one seed more). ``num_batches`` is the same on every trainer
 (:func:`equal_num_batches`: enough for the trainer with the most seeds), so every trainer takes
@@ -77,7 +77,7 @@ class DistNodeLoader:
 
     Args:
         graph: the :class:`DistGraph` of this process.
-        nodes: global ids of the seeds, owned by this process's partition (their labels are local).
+        nodes: global ids of the seeds, owned by this process's machine (their labels are local).
         sampler: a :class:`DistNeighborSampler`.
         features: a :class:`DistFeatureStore` (``None``: no ``x``).
         batch_size: seeds per batch when ``num_batches`` is not given.
@@ -97,7 +97,7 @@ class DistNodeLoader:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
         nodes = graph.check_ids("nodes", nodes)
         if labels and nodes.numel() and (int(nodes.min()) < graph.local.first or int(nodes.max()) >= graph.local.end):
-            raise ValueError(f"the seeds must be nodes of this process's partition {graph.part} "
+            raise ValueError(f"the seeds must be nodes of this process's machine {graph.machine} "
                              f"({graph.local.first}..{graph.local.end - 1}) to read their labels")
         if num_batches is None:
             num_batches = max(1, -(-nodes.numel() // batch_size))

@@ -1,19 +1,20 @@
-"""How a process asks the owner of a partition: ``torch.distributed.rpc``, or in-process for tests.
+"""How a process asks another machine's graph server: ``torch.distributed.rpc``, or in-process for tests.
 
-Every remote operation of the distributed graph is one of the owner's requests
-(:data:`unigraph.distributed.local.REQUESTS`) carrying a tensor of global node ids. The caller
-sends at most one request per owner per batch (or per hop) and gets a ``torch.futures.Future``
-back at once, so requests to every owner are in flight together and local work proceeds
-meanwhile.
+Every remote operation of the distributed graph is one of the server's requests
+(:data:`unigraph.distributed.server.REQUESTS`) carrying a tensor of global node ids. The caller
+sends at most one request per owner machine per batch (or per hop) and gets a
+``torch.futures.Future`` back at once, so requests to every owner are in flight together and
+local work proceeds meanwhile.
 
-* :class:`RpcPeers` sends requests with ``torch.distributed.rpc.rpc_async`` (TensorPipe: tensors
-  travel as raw bytes beside the message; only the request name and small ints are pickled, between
-  processes of one job). The owner's RPC thread pool runs :func:`_answer` on the partition this
-  process registered with :func:`serve`. An error on the owner comes back as the caller's
-  exception, with the owner's traceback; a dead owner fails the request at once (closed
-  connection) or after the RPC timeout.
-* :class:`LocalPeers` holds several partitions in one process and answers directly: the same
-  requests, the same code, no processes (the sampler's statistical tests run on it).
+* :class:`RpcPeers` sends requests with ``torch.distributed.rpc.rpc_async`` to the owner
+  machine's server (TensorPipe: tensors travel as raw bytes beside the message; only the request
+  name and small ints are pickled, between processes of one job). The server's RPC thread pool
+  runs :func:`_answer` on the object this process registered with :func:`serve`. An error on the
+  server comes back as the caller's exception, with the server's traceback; a dead server fails
+  the request at once (closed connection) or after the RPC timeout. :func:`control` runs the
+  few set-up calls a process makes on its own machine's server (attach, tables, memory).
+* :class:`LocalPeers` holds several machines' servers in one process and answers directly: the
+  same requests, the same code, no processes (the sampler's statistical tests run on it).
 
 Both count requests and the bytes of the tensors sent and received (payload only; RPC headers
 are not counted).
@@ -25,31 +26,44 @@ import threading
 import torch
 from torch import Tensor
 
-from unigraph.distributed.local import LocalPartition
+from unigraph.distributed.layout import server_name
 
-_SERVED: LocalPartition | None = None
+_SERVED = None  # the GraphServer this process runs, if any
+CONTROL = ("describe", "table", "needed", "watch", "memory")
 
 
 class RemoteError(RuntimeError):
-    """A request to another partition's owner failed (the owner raised, died, or did not answer in time)."""
+    """A request to another machine's server failed (the server raised, died, or did not answer in time)."""
 
 
-def owner_name(part: int) -> str:
-    """The RPC name of the process that owns (holds and serves) partition ``part``."""
-    return f"part{part}"
+def owner_name(machine: int) -> str:
+    """The RPC name of the process that answers for machine ``machine``'s nodes: its server."""
+    return server_name(machine)
 
 
-def serve(partition: LocalPartition | None) -> None:
-    """Let this process answer requests about ``partition`` (``None``: stop answering)."""
+def serve(server) -> None:
+    """Let this process answer requests with ``server`` (a GraphServer; ``None``: stop answering)."""
     global _SERVED
-    _SERVED = partition
+    _SERVED = server
 
 
 def _answer(request: str, ids: Tensor, *args):
-    """What an owner runs for an incoming RPC (module-level, so RPC can name it)."""
+    """What a server runs for an incoming RPC (module-level, so RPC can name it)."""
     if _SERVED is None:
         raise RuntimeError(f"this process serves no partition, but was sent a {request!r} request")
     return _SERVED.answer(request, ids, *args)
+
+
+def _control(method: str, *args):
+    if _SERVED is None or method not in CONTROL:
+        raise RuntimeError(f"this process is no graph server that answers {method!r}")
+    return getattr(_SERVED, method)(*args)
+
+
+def control(machine: int, method: str, *args, timeout: float = 300.0):
+    """Run set-up call ``method`` (one of :data:`CONTROL`) on machine ``machine``'s server and wait."""
+    from torch.distributed import rpc  # noqa: PLC0415
+    return rpc.rpc_sync(server_name(machine), _control, args=(method, *args), timeout=timeout)
 
 
 def payload_bytes(value) -> int:
@@ -120,7 +134,7 @@ def wait(future: torch.futures.Future, owner: int, request: str):
     try:
         return future.wait()
     except RuntimeError as err:
-        who = f"partition {owner} ({owner_name(owner)})"
+        who = f"machine {owner}'s graph server ({owner_name(owner)})"
         raise RemoteError(f"the {request!r} request to {who} failed: {describe_failure(err, who)}") from err
 
 
@@ -137,16 +151,16 @@ class RpcPeers(Peers):
 
 
 class LocalPeers(Peers):
-    """Every partition in this process; a request is answered at once (tests, single-process tools)."""
+    """Every machine's server in this process; a request is answered at once (tests, single-process tools)."""
 
-    def __init__(self, partitions: dict[int, LocalPartition]):
+    def __init__(self, servers: dict):
         super().__init__()
-        self.partitions = partitions
+        self.servers = servers
 
     def _send(self, owner, request, ids, *args):
         future = torch.futures.Future()
         try:
-            future.set_result(self.partitions[owner].answer(request, ids, *args))
+            future.set_result(self.servers[owner].answer(request, ids, *args))
         except Exception as err:  # noqa: BLE001 - delivered to the caller through the future, as RPC does
             future.set_exception(err)
         return future

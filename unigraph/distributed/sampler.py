@@ -5,12 +5,13 @@ outwards (read its docstring): at hop ``h`` every node found so far draws ``fano
 its in-edges with pass key ``layer_key(key, h)``, and the sources not yet in the batch get the
 next local ids in order of first appearance. What changes is where the rows are drawn:
 
-* **Local first, one request per owner per hop.** The frontier is split by owner
-  (:meth:`DistGraph.sample_async`): each remote owner receives one request with all of its
-  frontier nodes, sent first; the owned nodes are drawn locally while those are in flight.
-* **The same draws.** An owner draws a row with the same kernel and, through
-  :func:`~unigraph.distributed.local.shifted_key`, the same counter-based random numbers the
-  single-machine sampler uses for that node; rows keep their in-edges in the original edge order.
+* **Local first, one request per owner per hop.** The frontier is split by owner machine
+  (:meth:`DistGraph.sample_async`): the machine draws the rows of its own nodes and of its halo
+  (it holds their in-edges), so with two layers a batch of owned seeds needs no request at all;
+  each other owner receives one request with all of its frontier nodes, sent first.
+* **The same draws.** Every row is drawn with the same kernel and the same counter-based random
+  numbers the single-machine sampler uses for that node (keyed by its global id,
+  ``sample_rows``), wherever it is drawn; rows keep their in-edges in the original edge order.
   So for the same seeds and key the blocks are *identical* to ``NeighborSampler``'s on the graph
   renumbered partition-major (``tests/test_dist_sampler.py`` checks it), and hence have the same
   distribution (the chi-square test there checks that too, on the original numbering).
@@ -31,21 +32,8 @@ from torch import Tensor
 from unigraph.distributed.store import DistGraph
 from unigraph.sampling.batch import Blocks, block_from_csr
 from unigraph.sampling.counter_rng import KeySequence, layer_key
+from unigraph.sampling.csr_view import relabel_sorted as relabel
 from unigraph.sampling.neighbor import check_fanouts
-
-
-def relabel(frontier: Tensor, sources: Tensor) -> tuple[Tensor, Tensor]:
-    """``(local ids of sources, new nodes)``: the ``F`` distinct ``frontier`` nodes keep local ids
-    ``0..F-1``; sources not in it get ``F, F+1, ...`` in order of first appearance (the
-    single-machine sampler's numbering, computed by sorting instead of a scratch array)."""
-    ids = torch.cat([frontier, sources])
-    unique, inverse = torch.unique(ids, return_inverse=True)
-    first = torch.full((unique.numel(),), ids.numel(), dtype=torch.int64)
-    first.scatter_reduce_(0, inverse, torch.arange(ids.numel()), "amin")
-    order = torch.argsort(first)                          # first appearances are distinct: no ties
-    local_of_unique = torch.empty_like(order)
-    local_of_unique[order] = torch.arange(order.numel())
-    return local_of_unique[inverse[frontier.numel():]], unique[order[frontier.numel():]]
 
 
 class DistNeighborSampler:
@@ -90,17 +78,12 @@ class DistNeighborSampler:
 
 
 # ---------------------------------------------------------------------------------------------- sampler processes
-# A sampler process (DGL's "distributed sampler") holds its trainer's partition structure (no
-# features), joins the job's RPC group and samples batches on request: the trainer sends the seeds
-# and the key of each batch and receives the blocks, while the sampler asks the owners of remote
-# rows as any sampler does. Its state is one module-level graph, set by serve_sampling().
+# A sampler process (DGL's "distributed sampler") maps its machine's partition from the graph
+# server (no copy), joins the job's RPC group and samples batches on request: the trainer sends the
+# seeds and the key of each batch and receives the blocks, while the sampler asks the owners of
+# remote rows as any sampler does. Its state is one module-level graph, set by serve_sampling().
 _SAMPLING_GRAPH: DistGraph | None = None
 _TIMEOUT = 300.0
-
-
-def sampler_name(part: int, index: int) -> str:
-    """The RPC name of sampler process ``index`` of the trainer of partition ``part``."""
-    return f"sampler{part}_{index}"
 
 
 def serve_sampling(graph: DistGraph | None, timeout: float = 300.0) -> None:

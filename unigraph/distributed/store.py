@@ -1,8 +1,9 @@
 """The partitioned graph and its features as one graph: :class:`DistGraph`, :class:`DistFeatureStore`.
 
-Each process holds one partition (:class:`~unigraph.distributed.local.LocalPartition`) and the
-partition book. A query about any global node ids is split by owner: rows this process owns are
-answered directly, and each other owner gets **one** request for all of its rows
+Each process sees its machine's partition (:class:`~unigraph.distributed.local.LocalPartition`,
+in shared memory when a graph server holds it) and the machine book. A query about any global
+node ids is split by owner machine: rows this machine holds are answered directly, and each other
+owner gets **one** request for all of its rows
 (:mod:`unigraph.distributed.peers`), sent before the local work starts so that they overlap.
 :class:`Pending` holds the answer until it is needed, which lets a loader fetch the next batch's
 features while the current batch trains.
@@ -15,6 +16,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from unigraph.distributed.cache import FeatureCache
 from unigraph.distributed.local import LocalPartition
 from unigraph.distributed.peers import Peers, wait
 from unigraph.sampling.csr_view import segment_arange
@@ -67,20 +69,28 @@ def segments_in_order(n: int, pieces: list[tuple[Tensor, Tensor, tuple]]) -> tup
 
 
 class DistGraph:
-    """The whole graph, seen from the process that holds partition ``partition.part``.
+    """The whole graph, seen from a process of machine ``local.machine``.
 
     Node ids are the partition set's global ids (partition-major, see
-    :mod:`unigraph.distributed.book`). Queries take any global ids and batch the remote ones
-    per owner: :meth:`in_degrees`, :meth:`out_degrees`, :meth:`in_neighbors`, and the sampler's
-    :meth:`sample_async`.
+    :mod:`unigraph.distributed.book`). Queries take any global ids and batch the remote ones per
+    owner machine: :meth:`in_degrees`, :meth:`out_degrees`, :meth:`in_neighbors`, and the
+    sampler's :meth:`sample_async`, which draws the rows of owned *and halo* nodes here (the
+    machine holds its halo's in-edges) and asks owners only for the others. ``saved`` counts the
+    halo rows sampled here and the request and reply bytes they would have cost.
     """
 
     def __init__(self, partition: LocalPartition, peers: Peers):
         self.local = partition
         self.peers = peers
         self.book = partition.book
-        self.part = partition.part
+        self.machine = partition.machine
         self.info = partition.info
+        self.saved = {"sample_rows": 0, "sample_bytes": 0}
+        self._lock = threading.Lock()
+
+    @property
+    def part(self) -> int:
+        return self.machine
 
     @property
     def num_nodes(self) -> int:
@@ -88,10 +98,12 @@ class DistGraph:
 
     @property
     def num_parts(self) -> int:
+        """Machines (owners) of the job: entries of the book."""
         return self.book.num_parts
 
     def __repr__(self) -> str:
-        return f"DistGraph(part {self.part} of {self.num_parts}, {self.num_nodes} nodes, {self.info.num_edges} edges)"
+        return (f"DistGraph(machine {self.machine} of {self.num_parts}, {self.num_nodes} nodes, "
+                f"{self.info.num_edges} edges)")
 
     def owned_nodes(self) -> Tensor:
         return torch.arange(self.local.first, self.local.end)
@@ -104,21 +116,34 @@ class DistGraph:
         self.book.check_ids(name, ids)
         return ids
 
-    def request(self, request: str, ids: Tensor, *args) -> tuple[list, list]:
-        """Split ``ids`` by owner; send one request to each remote owner, then answer the local ones.
+    @staticmethod
+    def wait(future, owner: int, request: str):
+        return wait(future, owner, request)
+
+    def split(self, ids: Tensor, here: Tensor | None = None) -> tuple[Tensor | None, list[tuple[Tensor, int]]]:
+        """``(positions answered here, [(positions, owner machine)])`` of ``ids``; ``here`` (a
+        mask) says which are answered here, by default the owned ones."""
+        owner = self.book.owner(ids)
+        if here is None:
+            here = owner == self.machine
+        remote = []
+        rest = torch.nonzero(~here).squeeze(1)
+        if rest.numel():
+            rest_owner = owner[rest]
+            for p in torch.unique(rest_owner).tolist():
+                remote.append((rest[rest_owner == p], p))
+        local = torch.nonzero(here).squeeze(1) if bool(here.any()) else None
+        return local, remote
+
+    def request(self, request: str, ids: Tensor, *args, here: Tensor | None = None) -> tuple[list, list]:
+        """Send one request to each remote owner of ``ids``, then answer the local ones here.
 
         Returns ``(local, remote)``: ``[(positions, answer)]`` for the local part and
         ``[(positions, owner, future)]`` for the others (positions index into ``ids``).
         """
-        owner = self.book.owner(ids)
-        remote, local = [], []
-        for p in torch.unique(owner).tolist():
-            positions = torch.nonzero(owner == p).squeeze(1)
-            if p != self.part:
-                remote.append((positions, p, self.peers.request(p, request, ids[positions], *args)))
-        if bool((owner == self.part).any()):
-            positions = torch.nonzero(owner == self.part).squeeze(1)
-            local.append((positions, self.local.answer(request, ids[positions], *args)))
+        positions, others = self.split(ids, here)
+        remote = [(where, p, self.peers.request(p, request, ids[where], *args)) for where, p in others]
+        local = [] if positions is None else [(positions, self.local.answer(request, ids[positions], *args))]
         return local, remote
 
     def _rows(self, request: str, ids, *args) -> Tensor:
@@ -141,12 +166,23 @@ class DistGraph:
 
     def sample_async(self, ids: Tensor, fanout: int, replace: bool, key: int, with_eids: bool) -> Pending:
         """Sampled in-edges of ``ids`` (see :meth:`LocalPartition.sample`); a :class:`Pending` of
-        ``(counts, (sources, eids))`` in ``ids`` order."""
-        return self._segments("sample", ids, fanout, replace, key, with_eids)
+        ``(counts, (sources, eids))`` in ``ids`` order. Owned and halo rows are drawn here."""
+        here = self.local.halo_rows(ids) >= 0
+        local, remote = self.request("sample", ids, fanout, replace, key, with_eids, here=here)
+        for positions, answer in local:
+            mine = ids[positions]
+            halo = (mine < self.local.first) | (mine >= self.local.end)
+            if bool(halo.any()):  # what asking the owners would have cost: an id and a count per row, a source
+                rows, edges = int(halo.sum()), int(answer[0][halo].sum())  # (and an edge id) per edge
+                with self._lock:
+                    self.saved["sample_rows"] += rows
+                    self.saved["sample_bytes"] += 16 * rows + 8 * (2 if with_eids else 1) * edges
+        return self._assemble("sample", ids, local, remote)
 
     def _segments(self, request: str, ids: Tensor, *args) -> Pending:
-        local, remote = self.request(request, ids, *args)
+        return self._assemble(request, ids, *self.request(request, ids, *args))
 
+    def _assemble(self, request: str, ids: Tensor, local: list, remote: list) -> Pending:
         def assemble():
             pieces = [(positions, answer[0], answer[1:]) for positions, answer in local]
             for positions, p, future in remote:
@@ -162,31 +198,34 @@ class DistGraph:
 class DistFeatureStore:
     """Node features of the whole graph, gathered by global id.
 
-    Rows of owned nodes come from the local partition; rows of other nodes from their owners
-    (one request per owner per call) or from an optional **cache** of remote rows. The cache is
-    filled once, at construction, with the rows of the ``cache_size`` halo nodes of highest
-    out-degree: a neighbour sampler reaches a node about in proportion to its out-degree, and the
-    halo holds the remote nodes one hop from the seeds, so these are the remote rows most batches
-    read. ``hits``/``misses`` count remote rows served from the cache / fetched (``hit_rate``);
-    ``rows`` counts every row gathered (local ones too).
+    Rows of nodes the machine owns come from its partition (shared memory when a server holds
+    it); rows of other nodes from the machine's halo feature ``cache``
+    (:class:`~unigraph.distributed.cache.FeatureCache`, filled once at start by the server) or
+    from their owners (one request per owner machine per call). ``hits``/``misses`` count remote
+    rows served from the cache / fetched (``hit_rate``); ``rows`` counts every row gathered
+    (local ones too); ``saved_bytes`` the request and reply bytes the hits did not cost.
     """
 
-    def __init__(self, graph: DistGraph, *, cache_size: int = 0):
+    def __init__(self, graph: DistGraph, cache: FeatureCache | None = None):
         local = graph.local
         if local.x is None:
             raise ValueError("DistFeatureStore needs a partition loaded with its node data (nodes=True)")
-        halo = local.halo_ids.numel()
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            raise ValueError(f"cache_size must be an int >= 0 (remote nodes to cache), got {cache_size!r}")
+        if cache is not None and not isinstance(cache, FeatureCache):
+            raise TypeError(f"cache must be a FeatureCache or None, got {type(cache).__name__}")
         self.graph = graph
         self.x = local.x
+        self.cache = cache if cache is not None else FeatureCache(torch.zeros(0, dtype=torch.int64), local.x[:0])
+        if self.cache.rows.shape[1:] != self.x.shape[1:] and len(self.cache):
+            raise ValueError(f"the cache holds rows of {self.cache.rows.shape[1]} features, the graph has "
+                             f"{self.x.shape[1]}")
         self.hits = 0
         self.misses = 0
         self.rows = 0
         self._lock = threading.Lock()  # gathers run in prefetch threads and RPC callbacks
-        hot = torch.sort(local.halo_out_degree, descending=True, stable=True).indices[:min(cache_size, halo)]
-        self.cache_ids = torch.sort(local.halo_ids[hot]).values
-        self.cache_rows = self._fetch(self.cache_ids) if self.cache_ids.numel() else self.x[:0].clone()
+
+    @property
+    def cache_ids(self) -> Tensor:
+        return self.cache.ids
 
     @property
     def num_features(self) -> int:
@@ -197,39 +236,32 @@ class DistFeatureStore:
         looked_up = self.hits + self.misses
         return self.hits / looked_up if looked_up else float("nan")
 
-    def _fetch(self, ids: Tensor) -> Tensor:
-        return self.gather_async(ids, use_cache=False).wait()
+    @property
+    def saved_bytes(self) -> int:
+        """Request and reply payload the cache hits did not cost (an id out, a row back)."""
+        return self.hits * (8 + self.num_features * self.x.element_size())
 
-    def _cache_slots(self, ids: Tensor) -> Tensor:
-        """The cache row of each id, -1 where it is not cached."""
-        if not self.cache_ids.numel():
-            return torch.full_like(ids, -1)
-        slot = torch.searchsorted(self.cache_ids, ids).clamp_max(self.cache_ids.numel() - 1)
-        return torch.where(self.cache_ids[slot] == ids, slot, -1)
-
-    def gather_async(self, ids, *, use_cache: bool = True) -> Pending:
+    def gather_async(self, ids) -> Pending:
         """Start fetching the rows of ``ids`` (any global ids); ``.wait()`` returns ``[len(ids), F]``."""
         ids = self.graph.check_ids("ids", ids)
         out = torch.empty((ids.numel(), self.num_features), dtype=self.x.dtype)
-        fetch = ids
-        where = torch.arange(ids.numel())
-        if use_cache and self.cache_ids.numel():
-            slot = self._cache_slots(ids)
-            cached = slot >= 0
-            out[cached] = self.cache_rows[slot[cached]]
-            fetch, where = ids[~cached], where[~cached]
-        local, remote = self.graph.request("features", fetch)
-        if use_cache:
-            with self._lock:
-                self.rows += ids.numel()
-                self.hits += ids.numel() - fetch.numel()
-                self.misses += sum(positions.numel() for positions, _, _ in remote)
+        owned = (ids >= self.graph.local.first) & (ids < self.graph.local.end)
+        slot = self.cache.slots(ids)
+        cached = (slot >= 0) & ~owned
+        if bool(cached.any()):
+            out[cached] = self.cache.rows[slot[cached]]
+        fetch = torch.nonzero(~cached).squeeze(1)
+        local, remote = self.graph.request("features", ids[fetch])
+        with self._lock:
+            self.rows += ids.numel()
+            self.hits += int(cached.sum())
+            self.misses += sum(positions.numel() for positions, _, _ in remote)
         for positions, rows in local:
-            out[where[positions]] = rows
+            out[fetch[positions]] = rows
 
         def assemble():
             for positions, p, future in remote:
-                out[where[positions]] = wait(future, p, "features")
+                out[fetch[positions]] = wait(future, p, "features")
             return out
         return Pending(assemble)
 

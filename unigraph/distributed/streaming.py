@@ -15,7 +15,9 @@ set in the chunked layout (:mod:`unigraph.distributed.chunked_parts`), in two st
    features, labels, masks, out-degrees, each read and checked chunk by chunk), appends each row to
    its part: its original id, in-degree (the part's row pointers), sources renumbered, edge ids,
    features, labels, masks and out-degree; and marks the part's halo (sources owned elsewhere) in a
-   mapped per-node flag file. Each part's halo ids and their out-degrees are written last. With
+   mapped per-node flag file. Each part's halo ids, their out-degrees and their in-edges (read from
+   the mapped in-CSR, a block of edges at a time: what lets a graph server sample two hops
+   without a request, :mod:`unigraph.distributed.local`) are written last. With
    ``workers = W > 1``, ``W`` processes write the parts, each process its share of them in its own
    pass over the graph.
 
@@ -127,22 +129,44 @@ def _write_parts(directory: str, verify: bool, work: str, out: str, set_id: str,
                                   **({"eids": eids[edge]} if with_eids else {}),
                                   **{name: node[name][owned] for name in NODE_ARRAYS})
         out_degree = graph.array("out_degree")
+        in_csr = {name: graph.array(name) for name in ("in_indptr", "in_indices", *(("in_eids",) if has_eids else ()))}
         step = max(1, chunk_bytes // 8)
         entries = []
         for p in parts:
             size = 0
             for c in range(0, n, step):
                 ids = np.flatnonzero(halo[p][c:c + step]) + c
-                writers[p].append(halo_ids=ids, halo_out_degree=out_degree[orig[ids]])
+                _append_halo(writers[p], ids, orig, new, out_degree, in_csr, step, with_eids)
                 size += len(ids)
             entry = writers[p].finish()
-            entry.update(nodes=offsets[p + 1] - offsets[p], edges=writers[p].edges, halo=size, **counts[p])
+            entry.update(nodes=offsets[p + 1] - offsets[p], edges=writers[p].edges, halo=size,
+                         halo_edges=writers[p].halo_edges, **counts[p])
             entries.append(entry)
         return entries
     except BaseException:
         for writer in writers.values():
             writer.abort()
         raise
+
+
+def _append_halo(writer: PartWriter, ids: np.ndarray, orig: np.ndarray, new: np.ndarray, out_degree: np.ndarray,
+                 in_csr: dict[str, np.ndarray], step: int, with_eids: bool) -> None:
+    """Append the halo nodes ``ids`` (new ids, rising) with their out-degrees and in-edges (sources
+    renumbered, original edge order), read from the mapped in-CSR at most ``step`` edges at a time."""
+    old = orig[ids]
+    starts, ends = in_csr["in_indptr"][old], in_csr["in_indptr"][old + 1]
+    degree = ends - starts
+    writer.append(halo_ids=ids, halo_out_degree=out_degree[old], halo_degrees=degree)
+    last = np.cumsum(degree)
+    a = 0
+    while a < len(ids):   # a run of rows with at most `step` edges (one row when a row alone has more)
+        b = max(a + 1, int(np.searchsorted(last, (last[a - 1] if a else 0) + step, side="right")))
+        lengths = degree[a:b]
+        positions = np.repeat(starts[a:b] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        writer.append(halo_indices=new[in_csr["in_indices"][positions]],
+                      **({"halo_eids": in_csr["in_eids"][positions] if "in_eids" in in_csr else positions}
+                         if with_eids else {}))
+        a = b
 
 
 def write_assigned(graph: ChunkedGraph, assignment: np.ndarray, num_parts: int, out: str | os.PathLike, *,

@@ -1,66 +1,60 @@
 """Training on a partition set: :class:`DistTrainer` and the job every process of it runs.
 
-**Processes and roles.** A job has ``T`` trainers, one per partition, and optionally ``S`` sampler
-processes per trainer: ``T * (1 + S)`` processes, numbered so that process ``r`` belongs to
-partition ``r // (1 + S)`` and is its trainer when ``r % (1 + S) == 0`` (so ``torchrun
---nproc-per-node`` with a multiple of ``1 + S`` keeps each trainer's samplers on its machine).
-Every process joins the gloo process group the environment describes (``RANK``, ``WORLD_SIZE``,
+**Processes and roles** (:mod:`unigraph.distributed.layout`). A job runs on ``M`` machines; each
+runs one **graph server**, ``T`` trainers and ``S`` sampler processes per trainer. Every process
+joins the gloo process group the environment describes (``RANK``, ``WORLD_SIZE``,
 ``MASTER_ADDR``, ``MASTER_PORT``: ``torchrun`` or :func:`unigraph.train.launch`) and the job's
-``torch.distributed.rpc`` group. The trainers also form their own group, over which
-``DistributedDataParallel`` averages gradients (NCCL when they train on GPUs, else gloo). A
-trainer is also the **owner** of its partition: its RPC threads answer the other processes'
-requests about its nodes (:mod:`unigraph.distributed.peers`) while its main thread trains.
+``torch.distributed.rpc`` group. The server loads the machine's parts into shared memory, fills
+the machine's halo feature cache from the other servers, and answers the other machines'
+requests; the machine's trainers and samplers **attach** to that memory (one copy per machine,
+:mod:`unigraph.distributed.server`). The trainers also form their own group, over which
+``DistributedDataParallel`` averages gradients (NCCL when they train on GPUs, else gloo).
 
-**Exactly the single-machine gradient.** Trainer ``t`` takes its partition's training nodes as
-seeds, in ``K`` batches per epoch, the same ``K`` on every trainer (:mod:`.loader`). Step ``b``'s
-global batch is the union of the trainers' batches ``b``, of known size ``G_b`` (every trainer
-reads every partition's training-node count from the metadata). Each trainer's loss is its sum
-of per-seed losses times ``T / G_b``; DDP's average over the ``T`` trainers is then the mean
-loss over the global batch, whatever the trainers' batch sizes. With the sampler's node-keyed
-draws, ``T`` trainers compute the gradient one process computes on the same global batches
-(``tests/test_dist_train.py`` checks the parameters against a single-process replay).
+**Exactly the single-machine gradient.** Trainer ``t`` of machine ``m`` takes its share of the
+machine's training nodes as seeds, in ``K`` batches per epoch, the same ``K`` on every trainer
+(:mod:`.loader`). Step ``b``'s global batch is the union of the trainers' batches ``b``, of known
+size ``G_b`` (every trainer computes every trainer's seed count from the metadata). Each
+trainer's loss is its sum of per-seed losses times ``N / G_b`` (``N`` trainers); DDP's average
+is then the mean loss over the global batch, whatever the trainers' batch sizes. With the
+sampler's node-keyed draws, the trainers compute the gradient one process computes on the same
+global batches (``tests/test_dist_train.py`` checks the parameters against a single-process replay).
 
-**Evaluation** is distributed too: each trainer scores its own validation and test nodes on
-blocks (``eval_fanouts``; the default ``None`` keeps every in-edge, which for GraphSAGE, GAT and
-GIN's convolution is exactly the full-graph computation) and the counts are summed over the
-trainers. ``train_acc`` is measured on the epoch's training batches (in training mode).
+**Evaluation** never needs the whole graph in one process. By default it is **layer-wise**
+(:mod:`unigraph.train.inference`, exact for GraphSAGE, GAT and GIN): the trainers of a machine
+compute each hidden layer for a share of the machine's nodes into a table in the machine's shared
+memory, wait for each other (a barrier of the trainers), and read the other machines' rows of
+the table from their servers; the last layer runs at each trainer's share of the validation and
+test nodes, and the counts are summed. With ``eval_fanouts`` it runs on sampled blocks instead
+(bounded by the fanouts, not exact). ``train_acc`` is measured on the epoch's training batches.
 
 **Failures.** Every wait is bounded by ``config.timeout`` (process groups and RPC). A process
 that raises reports its error and leaves without the graceful RPC shutdown (which would wait for
 the others); one that dies breaks its connections, so the others' requests and collectives fail
-at once; :func:`unigraph.train.launch` (``unigraph train --nproc``) then stops every process and
+at once; :func:`unigraph.train.launch` (``unigraph train``) then stops every process and
 reports the rank that failed first (``torchrun`` does the same). Nothing is left in shared
-memory: TensorPipe's shared-memory rings are anonymous (``memfd``) and go with their processes.
+memory: the servers' blocks are anonymous memory files, as are TensorPipe's rings, and go with
+their processes.
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import datetime
-import os
 import resource
 import time
-from typing import Iterator
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-import unigraph
-from unigraph.distributed import format as fmt
+from unigraph.distributed.layout import JobLayout, Role
 from unigraph.distributed.loader import DistNodeLoader, batch_sizes, equal_num_batches
-from unigraph.distributed.local import LocalPartition
-from unigraph.distributed.peers import RpcPeers, owner_name, serve
-from unigraph.distributed.sampler import DistNeighborSampler, sampler_name, serve_sampling
-from unigraph.distributed.store import DistFeatureStore, DistGraph
+from unigraph.distributed.peers import control, wait
+from unigraph.distributed.sampler import DistNeighborSampler
+from unigraph.distributed.server import attach_table
+from unigraph.distributed.store import DistFeatureStore, DistGraph, rows_in_order
 from unigraph.train.config import ALL_NEIGHBOURS, TrainConfig, check_fanouts
-from unigraph.train.distributed import init_distributed, shutdown
 from unigraph.train.early_stopping import EarlyStopping
+from unigraph.train.inference import BATCH_EDGES, layerwise_outputs, reach, table_rows
 from unigraph.train.layers import num_layers
-from unigraph.train.job import ModelSpec
 from unigraph.train.metrics import EpochMetrics
-from unigraph.train.models import build_node_classifier
-from unigraph.train.rng import seed_everything
 from unigraph.train.trainer import Trainer, make_optimizer
 
 
@@ -72,97 +66,191 @@ def concrete_fanouts(fanouts, num_layers: int, max_in_degree: int) -> list[int]:
     return [max(1, max_in_degree) if f == ALL_NEIGHBOURS else f for f in fanouts]
 
 
-@dataclasses.dataclass
-class Role:
-    """What process ``rank`` of a job with ``num_samplers`` samplers per trainer does."""
-
-    rank: int
-    part: int
-    sampler: int | None  # None for the trainer of ``part``, else the sampler's index
-
-    @property
-    def is_trainer(self) -> bool:
-        return self.sampler is None
-
-    @property
-    def name(self) -> str:
-        return owner_name(self.part) if self.is_trainer else sampler_name(self.part, self.sampler)
+def partitioned_layout(info, num_trainers: int) -> dict:
+    """What a checkpoint of a partitioned run must match to be resumed: the set and the trainers
+    (which split its training nodes)."""
+    return {"mode": "partitions", "world_size": num_trainers, "partition_set": info.set_id}
 
 
-def partitioned_layout(info: fmt.PartitionSetInfo) -> dict:
-    """What a checkpoint of a partitioned run must match to be resumed: the set (and so its trainers)."""
-    return {"mode": "partitions", "world_size": info.num_parts, "partition_set": info.set_id}
+def check_evaluation(config: TrainConfig) -> None:
+    if config.evaluation == "full":
+        raise ValueError("evaluation='full' needs the whole graph in one process; a partitioned trainer "
+                         "evaluates layer-wise ('layerwise' or 'auto') or on sampled blocks (eval fanouts)")
 
 
-def role_of(rank: int, world_size: int, num_samplers: int, num_parts: int) -> Role:
-    group = 1 + num_samplers
-    if world_size != num_parts * group:
-        raise ValueError(f"a job on {num_parts} partitions with {num_samplers} sampler process(es) per trainer needs "
-                         f"{num_parts} x {group} = {num_parts * group} processes, got WORLD_SIZE={world_size} (one "
-                         "trainer per partition: partition again with --parts equal to the number of trainers)")
-    return Role(rank, rank // group, None if rank % group == 0 else rank % group - 1)
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def numpy_dtype(dtype: torch.dtype) -> str:
+    name = str(dtype).replace("torch.", "")
+    if name not in ("float16", "float32", "float64"):
+        raise ValueError(f"layer-wise evaluation keeps its tables in float16/32/64, not {name}")
+    return name
+
+
+class PartitionedSource:
+    """Layer-wise inference over the machines (a :class:`~unigraph.train.inference.LayerSource`).
+
+    ``tables`` is the machine's server (``need``/``needed``/``table``, through RPC or in process).
+    :meth:`plan`: from the last layer down, every trainer tells the owners of the nodes its next
+    layer reads (its nodes and their in-neighbours) to compute them (``"need"`` requests, one per
+    owner), waits for every trainer (``barrier()``), and takes its ``share`` of its machine's list.
+    Each hidden table is the machine's, in shared memory, one row per listed node; rows of other
+    machines' nodes come from their servers (``"hidden"`` requests, one per owner per batch); layer
+    0 reads the features through the feature store (cache included).
+    """
+
+    def __init__(self, graph: DistGraph, features: DistFeatureStore, tables, share, barrier):
+        self.graph, self.features, self.machine_tables = graph, features, tables
+        self.share, self.barrier = share, barrier
+        self.local = graph.local
+        self.ids: dict[int, torch.Tensor] = {}
+        self.tables: dict[int, torch.Tensor] = {}
+        self.round = 0
+
+    def in_degrees(self, nodes: torch.Tensor) -> torch.Tensor:
+        return self.local.in_degrees(nodes)
+
+    def in_edges(self, dst: torch.Tensor):
+        return self.local.neighbors(dst)
+
+    def plan(self, final_nodes: torch.Tensor, num_layers: int) -> list[torch.Tensor]:
+        self.round += 1
+        targets, reads = [None] * (num_layers - 1), final_nodes
+        everywhere = torch.zeros(0, dtype=torch.bool)
+        for layer in reversed(range(num_layers - 1)):
+            wanted = reach(self, reads)
+            _, owners = self.graph.split(wanted, here=everywhere.new_zeros(wanted.numel()))  # own machine included
+            sent = [(owner, self.graph.peers.request(owner, "need", wanted[where], layer + 1, self.round))
+                    for where, owner in owners]
+            for owner, future in sent:
+                wait(future, owner, "need")
+            self.barrier()  # every trainer has said what it reads
+            self.ids[layer + 1] = self.machine_tables.needed(layer + 1)
+            reads = targets[layer] = self.share(self.ids[layer + 1])
+        return targets
+
+    def prepare(self, widths: list[int], dtype: torch.dtype) -> None:
+        self.tables = {layer + 1: torch.from_numpy(self.machine_tables.open(layer + 1, width, numpy_dtype(dtype)))
+                       for layer, width in enumerate(widths)}
+        for layer, table in self.tables.items():
+            if table.shape[0] != self.ids[layer].numel():
+                raise RuntimeError(f"table {layer} of machine {self.graph.machine} holds {table.shape[0]} rows, the plan "
+                                   f"lists {self.ids[layer].numel()} nodes")
+
+    def gather(self, layer: int, ids: torch.Tensor) -> torch.Tensor:
+        if layer == 0:
+            return self.features.gather(ids)
+        table = self.tables[layer]
+        here, others = self.graph.split(ids)
+        remote = [(where, owner, self.graph.peers.request(owner, "hidden", ids[where], layer)) for where, owner in others]
+        pieces = [] if here is None else [(here, table[table_rows(self.ids[layer], ids[here], f"table {layer}")])]
+        pieces += [(where, wait(future, owner, "hidden")) for where, owner, future in remote]
+        return rows_in_order(ids.numel(), pieces, table)
+
+    def store(self, layer: int, dst: torch.Tensor, rows: torch.Tensor) -> None:
+        self.tables[layer][table_rows(self.ids[layer], dst, f"table {layer}")] = rows
+
+    def synchronize(self, layer: int) -> None:
+        self.barrier()
+
+
+class MachineTables:
+    """A machine's inference tables, asked of its server: over RPC (``machine`` given) or in process."""
+
+    def __init__(self, server=None, machine: int | None = None, timeout: float = 300.0):
+        self.server, self.machine, self.timeout = server, machine, timeout
+
+    def _call(self, method: str, *args):
+        if self.server is not None:
+            return getattr(self.server, method)(*args)
+        return control(self.machine, method, *args, timeout=self.timeout)
+
+    def needed(self, slot: int) -> torch.Tensor:
+        return self._call("needed", slot)
+
+    def open(self, slot: int, width: int, dtype: str):
+        return attach_table(self._call("table", slot, width, dtype))
 
 
 class DistTrainer(Trainer):
-    """Data-parallel training of ``model`` on a partition set, one trainer per partition.
+    """Data-parallel training of ``model`` on a partition set (see the module docstring).
 
     It is a :class:`~unigraph.train.Trainer` whose data comes from a :class:`DistGraph` and a
     :class:`DistFeatureStore`: the training loop, early stopping and checkpoint contents are the
-    Trainer's (a checkpoint also records the partition set's id, and resuming with another set is
-    refused); construction, the epoch and evaluation are replaced (see the module docstring).
+    Trainer's (a checkpoint also records the partition set's id and the trainers, and resuming
+    otherwise is refused); construction, the epoch and evaluation are replaced.
 
     Args:
         model: a node classifier taking blocks (GraphSAGE, GAT, GIN, ...), built identically on
             every trainer.
         graph, features: this trainer's view of the partitioned graph.
         config: a :class:`~unigraph.train.TrainConfig`; ``batch_size`` is per trainer.
+        layout, role: the job's layout and this trainer's place in it (machine, index).
         group: the trainers' process group (``None`` for a single trainer).
-        trainer_rank, num_trainers: this trainer's index (= its partition) and the number of trainers.
         device: where the model trains (features and blocks are moved there).
         samplers: RPC names of this trainer's sampler processes (``None``: sample in-process).
         prefetch: batches prepared ahead (:class:`DistNodeLoader`).
-        eval_fanouts: fanouts of evaluation (``None``: every in-edge, exact).
-        eval_batch_size: seeds per evaluation batch.
+        eval_fanouts: fanouts of sampled evaluation (``None``: layer-wise, exact).
+        eval_batch_size: seeds per sampled-evaluation batch.
+        tables: layer-wise evaluation's tables: the machine's server (:class:`MachineTables`).
+        eval_batch_edges: in-edges per layer-wise batch.
     """
 
     def __init__(self, model: torch.nn.Module, graph: DistGraph, features: DistFeatureStore, config: TrainConfig, *,
-                 group=None, trainer_rank: int = 0, num_trainers: int = 1, device: torch.device | str = "cpu",
-                 samplers=None, prefetch: int = 2, eval_fanouts=None, eval_batch_size: int = 1024):
+                 layout: JobLayout, role: Role, group=None, device: torch.device | str = "cpu", samplers=None,
+                 prefetch: int = 2, eval_fanouts=None, eval_batch_size: int = 1024, tables=None,
+                 eval_batch_edges: int = BATCH_EDGES):
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-        if graph.num_parts != num_trainers or graph.part != trainer_rank:
-            raise ValueError(f"trainer {trainer_rank} of {num_trainers} must hold partition {trainer_rank} of "
-                             f"{num_trainers}; it holds partition {graph.part} of {graph.num_parts}")
+        if not role.is_trainer or graph.machine != role.machine or graph.num_parts != layout.num_machines:
+            raise ValueError(f"trainer {role} must hold machine {role.machine} of {layout.num_machines}; it holds "
+                             f"machine {graph.machine} of {graph.num_parts}")
+        check_evaluation(config)
+        if eval_fanouts is None and tables is None:
+            raise ValueError("layer-wise evaluation needs tables (the machine's server); or give eval_fanouts")
         self.config, self.context, self.group = config, None, group
-        self.world_size, self.rank = num_trainers, trainer_rank
+        self.job_layout, self.role = layout, role
+        self.world_size = layout.num_trainers
+        self.rank = role.machine * layout.trainers_per_machine + role.trainer
         self.device = torch.device(device)
         self.model = model.to(self.device)
         self.dtype = next(model.parameters()).dtype
         self.graph, self.features = graph, features
-        info = graph.info
-        local = graph.local
-        self.train_nodes = local.first + torch.nonzero(local.train_mask).squeeze(1)
-        self.eval_nodes = [local.first + torch.nonzero(mask).squeeze(1) for mask in (local.val_mask, local.test_mask)]
+        info, local = graph.info, graph.local
+
+        def share(mask: torch.Tensor) -> torch.Tensor:
+            return layout.trainer_share(local.first + torch.nonzero(mask).squeeze(1), role.trainer)
+        self.train_nodes = share(local.train_mask)
+        self.eval_nodes = [share(local.val_mask), share(local.test_mask)]
         layers = len(config.fanouts) if config.fanouts is not None else num_layers(model)
         self.fanouts = concrete_fanouts(config.fanouts, layers, info.max_in_degree)
-        self.eval_fanouts = concrete_fanouts(eval_fanouts, layers, info.max_in_degree)
-        self.eval_batch_size = eval_batch_size
-        counts = [info.count(p, "train") for p in range(info.num_parts)]
+        self.eval_fanouts = None if eval_fanouts is None else concrete_fanouts(eval_fanouts, layers,
+                                                                               info.max_in_degree)
+        self.eval_batch_size, self.eval_batch_edges = eval_batch_size, eval_batch_edges
+        counts = layout.seed_counts([info.count(p, "train") for p in range(info.num_parts)])
         if sum(counts) == 0:
             raise ValueError(f"the partition set in {info.directory} has no training nodes")
         self.num_batches = equal_num_batches(counts, config.batch_size or max(counts))
         self.global_batch = sum(batch_sizes(c, self.num_batches) for c in counts)  # G_b of every step b
         self.samplers, self.prefetch = samplers, prefetch
+        self.inference = None if tables is None else PartitionedSource(
+            graph, features, tables, lambda ids: layout.trainer_share(ids, role.trainer), self._barrier)
         self.full_graph = False
         self.early_stopping = EarlyStopping(config.patience)
         self.history: list[EpochMetrics] = []
         self.stopped_early = False
-        # compute: seconds in train_step; train_seconds: the epochs' training loops (waits included)
-        self.timing = {"compute": 0.0, "steps": 0, "train_seconds": 0.0}
+        # compute: seconds in train_step; train_seconds: the epochs' training loops (waits included);
+        # peak_rss_train: the process's peak RSS when evaluation first started (the training's peak)
+        self.timing = {"compute": 0.0, "steps": 0, "train_seconds": 0.0, "eval_seconds": 0.0, "peak_rss_train": 0}
         # what training (not evaluation) moved: payload bytes of this trainer's requests and of its
-        # sampler processes' batches, by kind, and the feature rows it gathered (remote ones, cached ones)
+        # sampler processes' batches, by kind, the feature rows it gathered (remote ones, cached
+        # ones), and what the halo saved (sampled rows and cached rows, with their bytes)
         self.training = dict.fromkeys(("bytes", "sample_bytes", "feature_bytes", "sampler_bytes", "rows",
-                                       "remote_rows", "cache_hits"), 0)
+                                       "remote_rows", "cache_hits", "cache_saved_bytes", "halo_sample_rows",
+                                       "halo_sample_saved_bytes"), 0)
         self._train_acc = float("nan")
         self._setup_training()
 
@@ -180,7 +268,11 @@ class DistTrainer(Trainer):
 
     @property
     def layout(self) -> dict:
-        return partitioned_layout(self.graph.info)
+        return partitioned_layout(self.graph.info, self.world_size)
+
+    def _barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier(group=self.group)
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
@@ -191,12 +283,14 @@ class DistTrainer(Trainer):
     # ------------------------------------------------------------------ training
     def _counters(self) -> dict[str, int]:
         """Traffic and feature-row counters so far (evaluation included)."""
-        traffic, features = self.graph.peers.traffic(), self.features
+        traffic, features, graph = self.graph.peers.traffic(), self.features, self.graph
         by_request = traffic["bytes_by_request"]
         return {"bytes": traffic["bytes_sent"] + traffic["bytes_received"] + self.loader.stats["sampler_bytes"],
                 "sample_bytes": by_request.get("sample", 0), "feature_bytes": by_request.get("features", 0),
                 "sampler_bytes": self.loader.stats["sampler_bytes"], "rows": features.rows,
-                "remote_rows": features.hits + features.misses, "cache_hits": features.hits}
+                "remote_rows": features.hits + features.misses, "cache_hits": features.hits,
+                "cache_saved_bytes": features.saved_bytes, "halo_sample_rows": graph.saved["sample_rows"],
+                "halo_sample_saved_bytes": graph.saved["sample_bytes"]}
 
     def train_epoch(self) -> float:
         self.net.train()
@@ -232,21 +326,37 @@ class DistTrainer(Trainer):
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float, float, float]:
         """``(train_acc, val_acc, test_acc, val_loss)`` over all trainers' nodes."""
+        if not self.timing["peak_rss_train"]:
+            self.timing["peak_rss_train"] = peak_rss_bytes()
+        began = time.perf_counter()
         self.model.eval()
-        sums = []
-        for nodes in self.eval_nodes:
-            sums += self._score(nodes)
+        if self.eval_fanouts is None:
+            sums = self._score_layerwise()
+        else:
+            sums = self._score(self.eval_nodes[0]) + self._score(self.eval_nodes[1])
         val_correct, val_count, val_loss, test_correct, test_count, _ = self._all_reduce(sums)
+        self.timing["eval_seconds"] += time.perf_counter() - began
         return (self._train_acc, val_correct / val_count if val_count else 0.0,
                 test_correct / test_count if test_count else 0.0, val_loss / val_count if val_count else float("nan"))
 
+    def _score_layerwise(self) -> list[float]:
+        val, test = self.eval_nodes
+        logits = layerwise_outputs(self.model, self.inference, torch.cat([val, test]),
+                                   in_width=self.features.num_features, batch_edges=self.eval_batch_edges)
+        labels = self.graph.local.y[torch.cat([val, test]) - self.graph.local.first]
+        sums = []
+        for part, nodes in ((slice(0, val.numel()), val), (slice(val.numel(), None), test)):
+            out, y = logits[part], labels[part]
+            sums += [float((out.argmax(-1) == y).sum()), float(nodes.numel()),
+                     float(F.cross_entropy(out, y, reduction="sum")) if y.numel() else 0.0]
+        return sums
+
     def _score(self, nodes: torch.Tensor) -> list[float]:
-        """``[correct, count, loss sum]`` of this trainer's ``nodes``."""
+        """``[correct, count, loss sum]`` of this trainer's ``nodes`` on sampled blocks."""
         sampler = DistNeighborSampler(self.eval_fanouts, seed=self.config.seed)
         num_batches = max(1, -(-nodes.numel() // self.eval_batch_size))
         loader = DistNodeLoader(self.graph, nodes, sampler, features=self.features, num_batches=num_batches,
-                                shuffle=False, seed=self.config.seed, prefetch=min(self.prefetch, 1))  # one ahead:
-        # evaluation batches keep every in-edge and are large, and memory is the point of partitioning
+                                shuffle=False, seed=self.config.seed, prefetch=min(self.prefetch, 1))
         correct, loss = 0.0, 0.0
         with loader:
             for batch in loader:
@@ -255,147 +365,3 @@ class DistTrainer(Trainer):
                 correct += float((logits.argmax(-1) == batch.y).sum())
                 loss += float(F.cross_entropy(logits, batch.y, reduction="sum"))
         return [correct, float(nodes.numel()), loss]
-
-
-# ---------------------------------------------------------------------------------------------- the job
-@dataclasses.dataclass
-class DistJobSpec:
-    """Everything a process of a partitioned job needs (plain data: it travels to spawned processes).
-
-    ``rank_offset`` is added to the launcher's rank (``--node-rank`` times the processes per
-    machine when one ``unigraph train`` starts the processes of one machine of several).
-    """
-
-    partitions: str
-    model: ModelSpec = dataclasses.field(default_factory=lambda: ModelSpec("sage"))
-    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
-    num_samplers: int = 0
-    cache_size: int = 0
-    prefetch: int = 2
-    eval_fanouts: tuple[int, ...] | None = None
-    eval_batch_size: int = 1024
-    backend: str = "auto"
-    threads: int | None = None
-    rank_offset: int = 0
-    device: str = "auto"
-    verify: bool = True
-
-
-def build_model(spec: DistJobSpec, info: fmt.PartitionSetInfo) -> torch.nn.Module:
-    seed_everything(spec.train.seed)
-    m = spec.model
-    return build_node_classifier(m.name, info.num_features, info.num_classes, num_layers=m.num_layers,
-                                 hidden_channels=m.hidden_channels, heads=m.heads, dropout=m.dropout)
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-@dataclasses.dataclass
-class JobProcess:
-    """One process of a partitioned job, joined and ready (see :func:`join_job`)."""
-
-    spec: DistJobSpec
-    info: fmt.PartitionSetInfo
-    role: Role
-    trainers: object            # the trainers' process group
-    peers: RpcPeers
-    graph: DistGraph
-    device: torch.device
-
-    @property
-    def samplers(self) -> list[str] | None:
-        """RPC names of this trainer's sampler processes (``None`` without any)."""
-        return [sampler_name(self.role.part, s) for s in range(self.spec.num_samplers)] or None
-
-
-@contextlib.contextmanager
-def join_job(spec: DistJobSpec) -> Iterator[JobProcess]:
-    """Join the job as the environment says (process group, RPC), load this process's partition
-    (a trainer: all of it, and serve it; a sampler: its structure, and sample for its trainer) and
-    wait until every process is ready. Leaving the block shuts RPC down gracefully (answering
-    requests until every process has left) and leaves the process group; leaving it with an
-    error shuts down at once instead (the launcher stops the other processes)."""
-    from torch.distributed import rpc  # noqa: PLC0415
-
-    if spec.rank_offset:
-        os.environ["RANK"] = str(int(os.environ["RANK"]) + spec.rank_offset)
-    if spec.threads is not None:
-        torch.set_num_threads(spec.threads)
-    unigraph.set_backend(spec.backend)
-    info = fmt.read_metadata(spec.partitions)
-    context = init_distributed(timeout=spec.train.timeout, backend="gloo")
-    role = role_of(context.rank, context.world_size, spec.num_samplers, info.num_parts)
-    group_size = 1 + spec.num_samplers
-    if spec.device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {spec.device!r}")
-    use_cuda = spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())
-    if use_cuda and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but no CUDA GPU is visible")
-    if use_cuda and role.is_trainer:  # NCCL needs each trainer's device current before the group exists
-        torch.cuda.set_device(role.part % torch.cuda.device_count())
-    trainers = dist.new_group([p * group_size for p in range(info.num_parts)],
-                              timeout=datetime.timedelta(seconds=spec.train.timeout),
-                              backend="nccl" if use_cuda else "gloo")
-    options = rpc.TensorPipeRpcBackendOptions(rpc_timeout=spec.train.timeout, num_worker_threads=8)
-    rpc.init_rpc(role.name, rank=context.rank, world_size=context.world_size, rpc_backend_options=options)
-    try:
-        peers = RpcPeers(spec.train.timeout)
-        partition = LocalPartition.load(spec.partitions, role.part, nodes=role.is_trainer, verify=spec.verify)
-        graph = DistGraph(partition, peers)
-        if role.is_trainer:
-            serve(partition)
-        else:
-            serve_sampling(graph, spec.train.timeout)
-        dist.barrier()  # every process answers before anyone asks
-        device = torch.device("cuda", role.part % torch.cuda.device_count()) if use_cuda else torch.device("cpu")
-        yield JobProcess(spec, info, role, trainers, peers, graph, device)
-    except BaseException:
-        rpc.shutdown(graceful=False)  # leave at once: a graceful shutdown would wait for the other processes
-        raise
-    rpc.shutdown()  # graceful: keeps answering requests until every process got here
-    serve(None)
-    serve_sampling(None)
-    shutdown()
-
-
-def run_partitioned_job(spec: DistJobSpec) -> dict:
-    """Run this process's role in the job (see the module docstring); returns its summary."""
-    with join_job(spec) as process:
-        summary = train_partition(process) if process.role.is_trainer else {}
-    return {"rank": process.role.rank, "role": process.role.name, "peak_rss_bytes": peak_rss_bytes(),
-            "traffic": process.peers.traffic(), **summary}
-
-
-def make_trainer(process: JobProcess, model: torch.nn.Module | None = None, config: TrainConfig | None = None
-                 ) -> DistTrainer:
-    """The :class:`DistTrainer` of a trainer process (the job's model and config unless given)."""
-    spec, info = process.spec, process.info
-    features = DistFeatureStore(process.graph, cache_size=spec.cache_size)
-    return DistTrainer(model if model is not None else build_model(spec, info), process.graph, features,
-                       config or spec.train, group=process.trainers if info.num_parts > 1 else None,
-                       trainer_rank=process.role.part, num_trainers=info.num_parts, device=process.device,
-                       samplers=process.samplers, prefetch=spec.prefetch, eval_fanouts=spec.eval_fanouts,
-                       eval_batch_size=spec.eval_batch_size)
-
-
-def train_partition(process: JobProcess) -> dict:
-    """Train as the job says in a trainer process; returns its summary (metrics, traffic, timings)."""
-    trainer = make_trainer(process)
-    features, peers = trainer.features, process.peers
-    began = time.perf_counter()
-    peers.reset_traffic()  # count the training traffic only (not the cache fill)
-    result = trainer.fit()
-    seconds = time.perf_counter() - began
-    epochs = result.history
-    parameters = sum(p.numel() * p.element_size() for p in trainer.model.parameters())
-    return {"epochs": len(epochs), "best_epoch": result.best_epoch, "best_val_acc": result.best_val_acc,
-            "test_acc": result.test_acc, "stopped_early": result.stopped_early, "seconds": seconds,
-            "losses": result.losses, "history": [m.as_dict() for m in epochs],
-            "mean_epoch_ms": 1000 * sum(m.seconds for m in epochs) / max(len(epochs), 1),
-            "cache": {"cached_rows": int(features.cache_ids.numel()), "hits": features.hits, "misses": features.misses},
-            "loader": dict(trainer.loader.stats), "timing": dict(trainer.timing), "training": dict(trainer.training),
-            "num_batches": trainer.num_batches, "parameter_bytes": parameters,
-            "model_state": {k: v.cpu() for k, v in trainer.model.state_dict().items()}}

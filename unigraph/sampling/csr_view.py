@@ -78,3 +78,17 @@ def csr_ranges(ptr: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     counts = ptr[rows + 1] - start
     row, offset = segment_arange(counts)
     return counts, start[row] + offset
+
+
+def relabel_sorted(frontier: Tensor, sources: Tensor) -> tuple[Tensor, Tensor]:
+    """``(local ids of sources, new nodes)``: the ``F`` distinct ``frontier`` nodes keep local ids
+    ``0..F-1``; sources not in it get ``F, F+1, ...`` in order of first appearance (the
+    single-machine sampler's numbering, computed by sorting instead of a scratch array)."""
+    ids = torch.cat([frontier, sources])
+    unique, inverse = torch.unique(ids, return_inverse=True)
+    first = torch.full((unique.numel(),), ids.numel(), dtype=torch.int64)
+    first.scatter_reduce_(0, inverse, torch.arange(ids.numel()), "amin")
+    order = torch.argsort(first)                          # first appearances are distinct: no ties
+    local_of_unique = torch.empty_like(order)
+    local_of_unique[order] = torch.arange(order.numel())
+    return local_of_unique[inverse[frontier.numel():]], unique[order[frontier.numel():]]

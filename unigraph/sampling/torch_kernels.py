@@ -46,6 +46,13 @@ def sample_layer(ptr: Tensor, frontier: Tensor, fanout: int, replace: bool, key:
     and ``positions`` are their positions in the in-CSR, grouped by frontier node. Rows that keep
     all their edges keep them in CSR order; sampled rows in the order of their draws.
     """
+    return sample_rows(ptr, frontier, frontier, fanout, replace, key)
+
+
+def sample_rows(ptr: Tensor, frontier: Tensor, key_ids: Tensor, fanout: int, replace: bool,
+                key: int) -> tuple[Tensor, Tensor]:
+    """:func:`sample_layer` with row ``frontier[i]`` drawn under the id ``key_ids[i]``: a CSR that
+    holds other ids' rows (a partition's) draws exactly what the whole graph's CSR draws."""
     start = ptr[frontier]
     degree = ptr[frontier + 1] - start
     if replace:
@@ -56,7 +63,7 @@ def sample_layer(ptr: Tensor, frontier: Tensor, fanout: int, replace: bool, key:
     drawn = degree > 0 if replace else degree > fanout
     if bool(drawn.any()):
         # drawn rows have exactly `fanout` slots each, row after row: their draws fill them in order
-        draws = _draw_offsets(row_keys(key, frontier[drawn]), degree[drawn], fanout, replace)
+        draws = _draw_offsets(row_keys(key, key_ids[drawn]), degree[drawn], fanout, replace)
         offsets[drawn[row_of_slot]] = draws.reshape(-1)
     return counts, start[row_of_slot] + offsets
 

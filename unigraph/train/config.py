@@ -8,6 +8,7 @@ from typing import Sequence
 OPTIMIZERS = ("adam", "sgd")
 PROGRESS_MODES = ("auto", "bar", "text", "off")
 SCHEDULES = ("gpipe", "1f1b")
+EVALUATIONS = ("auto", "full", "layerwise")
 ALL_NEIGHBOURS = -1  # a fanout of -1 keeps every in-edge (the exact computation tree)
 
 
@@ -71,6 +72,10 @@ class TrainConfig:
         resume: continue from ``checkpoint_dir/last.pt``.
         timeout: seconds a collective may wait for the other ranks before failing; it must exceed
             the longest stretch one rank works alone (rank 0 evaluates while the others wait).
+        evaluation: how the model is evaluated: ``"full"`` (``model(graph, x)`` on the whole
+            graph), ``"layerwise"`` (one layer at a time in bounded batches, exact for GraphSAGE,
+            GAT and GIN: :mod:`unigraph.train.inference`), or ``"auto"``: full for a graph in
+            memory, layer-wise for a partitioned one (which cannot hold the whole graph).
     """
 
     epochs: int = 200
@@ -91,6 +96,7 @@ class TrainConfig:
     checkpoint_every: int = 1
     resume: bool = False
     timeout: float = 300.0
+    evaluation: str = "auto"
 
     def __post_init__(self) -> None:
         _int("epochs", self.epochs, 1)
@@ -111,6 +117,7 @@ class TrainConfig:
         if self.resume and self.checkpoint_dir is None:
             raise ValueError("resume=True needs checkpoint_dir (the directory holding last.pt)")
         _number("timeout", self.timeout, 1.0)
+        _choice("evaluation", self.evaluation, EVALUATIONS)
 
     @property
     def full_graph(self) -> bool:

@@ -23,9 +23,12 @@ One loop serves every case:
   steps. Rank 0 evaluates and broadcasts the metrics, so every rank takes the same early-stopping
   decision.
 
-Evaluation runs the model on the whole graph (exact, no sampling). Layers whose output at a node
-depends only on that node's in-edges (GAT, GraphSAGE, GIN's convolution) compute the same on
-blocks as on the graph. GCN on a block normalizes by each source's out-degree *within the block*
+Evaluation runs the model on the whole graph (exact, no sampling), or, with
+``evaluation="layerwise"``, one layer at a time in batches of at most
+:data:`~unigraph.train.inference.BATCH_EDGES` in-edges (:mod:`unigraph.train.inference`: the same
+result for GraphSAGE, GAT and GIN, without the whole graph's messages at once; the partitioned
+trainers evaluate the same way). Layers whose output at a node depends only on that node's
+in-edges (GAT, GraphSAGE, GIN's convolution) compute the same on blocks as on the graph. GCN on a block normalizes by each source's out-degree *within the block*
 (DGL's convention), and GIN's batch normalization uses the statistics of the batch, so those two
 see slightly different functions in block mode than on the whole graph.
 
@@ -50,6 +53,7 @@ from unigraph.train.distributed import DistContext, all_reduce_sum, broadcast_va
 from unigraph.train.early_stopping import EarlyStopping
 from unigraph.train.epochs import STOP_MESSAGE_WITH_BEST, run_epochs
 from unigraph.train.layers import num_layers
+from unigraph.train.inference import graph_outputs
 from unigraph.train.metrics import EpochMetrics, TrainResult, accuracy
 from unigraph.train.progress import Progress
 from unigraph.train.rng import capture_rng_state, restore_rng_state, seed_everything
@@ -194,8 +198,14 @@ class Trainer:
 
     def _evaluate_model(self) -> list[float]:
         self.model.eval()
-        out = self.model(self.eval_graph, self.eval_x)
         masks = [m.to(self.device) for m in (self.dataset.train_mask, self.dataset.val_mask, self.dataset.test_mask)]
+        if self.config.evaluation == "layerwise":
+            nodes = torch.nonzero(masks[0] | masks[1] | masks[2]).squeeze(1)
+            logits = graph_outputs(self.model, self.eval_graph, self.eval_x, nodes)
+            out = logits.new_zeros(self.dataset.num_nodes, logits.shape[1])
+            out[nodes] = logits
+        else:
+            out = self.model(self.eval_graph, self.eval_x)
         values = [accuracy(out[m], self.eval_y[m]) for m in masks]
         val = masks[1]
         values.append(float(F.cross_entropy(out[val], self.eval_y[val])) if bool(val.any()) else float("nan"))

@@ -101,10 +101,10 @@ def test_every_kernel_runs_with_torchs_thread_count_at_call_time(monkeypatch):
                 counts = {name: {n for each, n in seen if each == name} for name in declared}
                 assert set(counts) == declared and all(counts.values()), \
                     f"kernels never called: {sorted(k for k, v in counts.items() if not v)}"
-                wrong = {name: n for name, n in counts.items() if name != "sample_layer" and n != expected}
+                wrong = {name: n for name, n in counts.items() if name != "sample_rows" and n != expected}
                 assert not wrong, f"torch threads {torch_threads}, {g.num_edges} edges: {wrong}, expected {expected}"
                 # the sampler: num_threads=1 (its default) gives 1; None and 2 give torch's count
-                assert counts["sample_layer"] == {1, min(torch_threads, pool)}
+                assert counts["sample_rows"] == {1, min(torch_threads, pool)}   # (sample_layer calls it)
                 assert threads._get_threads() == numba_before and torch.get_num_threads() == torch_threads
     finally:
         torch.set_num_threads(torch_before)

@@ -1,0 +1,118 @@
+"""Shared-memory blocks (unigraph.distributed.shm) and PSS/USS accounting (unigraph.distributed.memory),
+across real processes (plain subprocesses: no torch.distributed)."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from unigraph.distributed.memory import MemoryMonitor, read_smaps_rollup
+from unigraph.distributed.shm import SharedArrays, layout_of
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "memfd_create") or not os.path.exists("/proc/self/smaps_rollup"),
+                                reason="Linux only (memfd_create, /proc)")
+
+SHM = str(pathlib.Path(__file__).resolve().parents[1] / "unigraph" / "distributed" / "shm.py")
+# the child loads shm.py alone (numpy, no torch: a fast start) and maps the block
+ATTACH = f"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("shm", {SHM!r})
+shm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(shm)
+block = shm.SharedArrays.attach(json.loads(sys.argv[1]), writable=sys.argv[2] == "rw")
+if sys.argv[3] == "read":
+    print(float(block.arrays["x"].sum()), block.arrays["ids"].tolist())  # touches every page of x
+    print(open("/proc/self/smaps_rollup").read().split("Pss_Shmem:")[1].split()[0])
+elif sys.argv[3] == "write":
+    block.arrays["ids"][0] = 99
+"""
+
+
+def attach_in_child(description: dict, mode: str, action: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", ATTACH, json.dumps(description), mode, action], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_another_process_maps_the_same_pages_without_a_copy():
+    block = SharedArrays.create({"x": (np.float32, (512, 512)), "ids": (np.int64, (3,)), "none": (np.int32, (0,))})
+    try:
+        block.arrays["x"][:] = 0.5
+        block.arrays["ids"][:] = [4, 5, 6]
+        child = attach_in_child(block.describe(), "ro", "read")
+        assert child.returncode == 0, child.stderr
+        total, ids, pss_shmem_kib = child.stdout.split("\n")[0].split(" ", 1) + [child.stdout.split("\n")[1]]
+        assert float(total) == 0.5 * 512 * 512 and json.loads(ids) == [4, 5, 6]
+        # the child touched 1 MiB of x: shared with this process, it is charged half of it
+        assert 400 <= int(pss_shmem_kib) <= 700
+        assert attach_in_child(block.describe(), "rw", "write").returncode == 0
+        assert block.arrays["ids"][0] == 99                          # a writable mapping writes the same memory
+    finally:
+        block.close()
+
+
+def test_a_read_only_mapping_refuses_writes_loudly():
+    block = SharedArrays.create({"ids": (np.int64, (3,))})
+    try:
+        child = attach_in_child(block.describe(), "ro", "write")
+        assert child.returncode != 0                                 # numpy refuses: the array is read-only
+        assert "read-only" in child.stderr
+        assert block.arrays["ids"].tolist() == [0, 0, 0]
+    finally:
+        block.close()
+
+
+def test_nothing_outlives_the_creator_and_a_stale_description_is_refused():
+    code = (ATTACH.split("block =")[0] + "import time; import numpy as np\n"
+            "b = shm.SharedArrays.create({'x': (np.int8, (10,))}); print(json.dumps(b.describe()), flush=True)\n"
+            "time.sleep(60)")
+    creator = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        description = json.loads(creator.stdout.readline())
+        before = set(os.listdir("/dev/shm"))
+        os.kill(creator.pid, signal.SIGKILL)
+        creator.wait(timeout=30)
+        assert set(os.listdir("/dev/shm")) - before == set()          # no name to leave behind
+        with pytest.raises(OSError, match="must still be running"):
+            SharedArrays.attach(description)
+    finally:
+        if creator.poll() is None:
+            creator.kill()
+            creator.wait()
+
+
+def test_layout_packs_aligned_arrays_and_refuses_negative_sizes():
+    layout, size = layout_of({"a": (np.int8, (3,)), "b": (np.float64, (2, 2)), "c": (np.int32, (0,))})
+    assert [(name, offset) for name, _, _, offset in layout] == [("a", 0), ("b", 64), ("c", 128)]
+    assert size == 128
+    with pytest.raises(ValueError, match="negative dimension"):
+        layout_of({"a": (np.int8, (-1,))})
+
+
+def test_the_monitor_sums_pss_over_processes_at_one_time():
+    block = SharedArrays.create({"x": (np.uint8, (8 << 20,))})
+    try:
+        block.arrays["x"][:] = 1                                      # 8 MiB, all in this process
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            monitor = MemoryMonitor(interval=0.05, pids=[os.getpid()])
+            monitor.add(child.pid, "sleeper")
+            reading = monitor.sample()
+            own, other = read_smaps_rollup(), read_smaps_rollup(child.pid)
+            assert reading["Pss_Shmem"] >= 8 << 20                    # this process alone maps the block
+            assert abs(reading["Pss"] - own["Pss"] - other["Pss"]) < 4 << 20
+            assert other["Uss"] == other["Private_Clean"] + other["Private_Dirty"] > 0
+            report = monitor.start().stop()
+            assert report["peak"]["Pss"] >= reading["Pss"] - (4 << 20) and set(report["processes"]) == {
+                str(os.getpid()), "sleeper"}
+        finally:
+            child.kill()
+            child.wait()
+        assert read_smaps_rollup(child.pid) is None                   # a process that is gone reads as None
+    finally:
+        block.close()
