@@ -204,6 +204,8 @@ def describe_run(summaries: list[dict], epochs: int, seeds_per_epoch: int) -> di
             "kinds": [s.get("kind", "trainer") for s in summaries],
             "trainer_peak_rss_mib": [round(s["peak_rss_bytes"] / MIB) for s in trainers],
             "trainer_peak_rss_train_mib": [round(s["timing"]["peak_rss_train"] / MIB) for s in trainers],
+            "trainer_resident_mib": [{when: {kind: round(v / MIB) for kind, v in s["timing"].get(f"resident_{when}", {}).items()}
+                                      for when in ("train", "eval")} for s in trainers],
             "machines": [machine_memory(s) for s in servers],
             "test_acc": trainers[0]["test_acc"], "val_acc": trainers[0]["best_val_acc"],
             "losses": trainers[0]["losses"], "steps_per_epoch": steps_per_epoch, "seeds_per_epoch": seeds_per_epoch,

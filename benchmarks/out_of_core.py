@@ -2,8 +2,8 @@
 
 For each size in ``--sizes`` (nodes) a planted-partition graph (:mod:`unigraph.storage.generate`:
 ``--features`` float32 features, mean in-degree ``--degree``, 4 classes, homophily 0.6, class
-separation 0.6, 10% training nodes, ``--val-fraction`` and ``--test-fraction`` validating and
-testing, 1% each by default) goes through these phases, **each in
+separation 0.6, ``--train-fraction`` training nodes (10% by default), ``--val-fraction`` and
+``--test-fraction`` validating and testing, 1% each by default) goes through these phases, **each in
 fresh processes whose memory is sampled from outside** every 0.1 s (``/proc/<pid>/status`` of the
 phase's process and every descendant): the peak of ``RssAnon`` (private memory: what the phase
 allocated) and of ``VmHWM`` (the kernel's peak resident set, mapped file pages included: page
@@ -235,15 +235,32 @@ def _partition_report(directory: pathlib.Path) -> dict:
             "seconds_assign": info.method.get("seconds_assign"), "seconds_write": info.method.get("seconds_write")}
 
 
+class _Progress(dict):
+    """The size's results so far, rewritten to ``path`` after every phase: a run of hours that is
+    stopped part-way still leaves the phases it finished (the report itself is written at the end)."""
+
+    def __init__(self, path: pathlib.Path, **items):
+        super().__init__(**items)
+        self.path = path
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.save()
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps(self, indent=1, default=str))
+
+
 def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
     from unigraph.storage.chunked import ChunkedGraph
     graph, parts = work / f"graph-{nodes}", work / f"parts-{nodes}"
     print(f"size {nodes:,} nodes", flush=True)
-    out: dict = {"nodes": nodes}
+    out: dict = _Progress(work / f"progress-{nodes}.json", nodes=nodes)
     if not (args.reuse and (graph / "graph.json").is_file()):
         out["generate"] = run_phase("generate", UNIGRAPH + [
             "chunk", "generate", "--out", str(graph), "--nodes", str(nodes), "--features", str(args.features),
-            "--degree", str(args.degree), "--chunk-mib", str(args.chunk_mib), "--val-fraction", str(args.val_fraction),
+            "--degree", str(args.degree), "--chunk-mib", str(args.chunk_mib), "--train-fraction", str(args.train_fraction),
+            "--val-fraction", str(args.val_fraction),
             "--test-fraction", str(args.test_fraction)], logs / f"generate-{nodes}.log")
     chunked = ChunkedGraph(graph, verify=False)
     out["graph"] = {"edges": chunked.num_edges, "data_gib": round(chunked.nbytes() / 2 ** 30, 3),
@@ -268,14 +285,17 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
     out["train_ooc"] = run_phase("train out of core (1 process)", child + ["--phase", "train-ooc"],
                                  logs / f"ooc-{nodes}.log")
     out["train_ooc"].update(json.loads(out["train_ooc"]["stdout"].strip().splitlines()[-1]))
+    out.save()
     if not args.skip_partitions:
         out["train_parts"] = run_phase(f"train out of core ({args.parts} partitions)",
                                        child[:3] + ["--graph", str(parts)] + child[5:] + ["--phase", "train-parts"],
                                        logs / f"parts-{nodes}.log")
         out["train_parts"].update(json.loads(out["train_parts"]["stdout"].strip().splitlines()[-1]))
+        out.save()
     if nodes <= args.twin_max_nodes:
         out["twin"] = run_phase("in-memory twin (Trainer)", child + ["--phase", "twin"], logs / f"twin-{nodes}.log")
         out["twin"].update(json.loads(out["twin"]["stdout"].strip().splitlines()[-1]))
+    out.save()
     for phase in out.values():
         if isinstance(phase, dict):
             phase.pop("stdout", None)
@@ -283,7 +303,7 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
         shutil.rmtree(parts, ignore_errors=True)
         if not args.reuse:
             shutil.rmtree(graph, ignore_errors=True)
-    return out
+    return dict(out)
 
 
 def bounded(sizes: list[dict]) -> dict:
@@ -327,6 +347,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="250000,1000000", help="node counts, comma-separated")
     parser.add_argument("--features", type=int, default=128)
     parser.add_argument("--degree", type=int, default=16)
+    parser.add_argument("--train-fraction", type=float, default=0.1)
     parser.add_argument("--val-fraction", type=float, default=0.01)
     parser.add_argument("--test-fraction", type=float, default=0.01)
     parser.add_argument("--parts", type=int, default=4)

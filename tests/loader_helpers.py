@@ -2,8 +2,10 @@
 so that spawned worker processes can import them by name."""
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import time
 
 import torch
@@ -77,6 +79,7 @@ def serve_forever(kind: str) -> None:
     * ``"stalled"``: the caller stops reading after one batch while the workers send 8 MB
       batches: they stay blocked in the middle of a write.
     """
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # a test that waits too long asks where we are
     graph = rmat(200, 2000, seed=1)
     sampler = SlowSampler([2]) if kind == "waiting" else BigBatchSampler([2])
     loader = NodeLoader(graph, torch.arange(200), sampler, batch_size=16, num_workers=2, timeout=120)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -92,15 +93,31 @@ def test_a_worker_killed_in_the_middle_of_writing_a_batch_is_reported_at_once(tm
         kill_all(pids)
 
 
+def _read_line(process: subprocess.Popen, within: float, waiting_for: str) -> str:
+    """The serving process's next stdout line, waiting at most ``within`` seconds. On time out its
+    threads' stacks (faulthandler on SIGUSR1) and stderr go into the failure, rather than a hang
+    that only the test's time limit ends."""
+    ready, _, _ = select.select([process.stdout], [], [], within)
+    if ready:
+        return process.stdout.readline()
+    os.kill(process.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    process.kill()
+    _, errors = process.communicate(timeout=30)
+    raise AssertionError(f"no line from the serving process within {within:.0f}s ({waiting_for}); its stacks and "
+                         f"stderr:\n{errors[-6000:]}")
+
+
 def _start_serving(kind: str, **popen) -> tuple[subprocess.Popen, dict]:
     """A subprocess running ``loader_helpers.serve_forever(kind)`` (2 spawned workers); its JSON line."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     process = subprocess.Popen([sys.executable, "-c", f"import loader_helpers; loader_helpers.serve_forever({kind!r})"],
-                               stdout=subprocess.PIPE, text=True, env=env, **popen)
-    line = process.stdout.readline()
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen)
+    line = _read_line(process, 120, "starting its workers")
     if not line:
         process.kill()
-        raise AssertionError(f"the serving process exited with {process.wait()} before starting its workers")
+        raise AssertionError(f"the serving process exited with {process.wait()} before starting its workers: "
+                             f"{process.stderr.read()[-3000:]}")
     return process, json.loads(line)
 
 
@@ -132,7 +149,7 @@ def test_ctrl_c_interrupts_the_caller_at_once_and_stops_the_workers():
         time.sleep(1.0)                                         # in the middle of an epoch
         sent = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)                   # what Ctrl-C in a terminal does: the whole group
-        line = process.stdout.readline()
+        line = _read_line(process, 30, "the KeyboardInterrupt")
         assert line, f"the caller exited with {process.wait()} without a KeyboardInterrupt"
         interrupted = json.loads(line)["interrupted"] - sent
         wait_gone(started["workers"], within=10)

@@ -83,6 +83,21 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def resident_parts() -> dict[str, int]:
+    """This process's resident memory now by kind, bytes: ``RssAnon`` (private heap), ``RssShmem``
+    (touched pages of shared memory: the machine's partition, cache, tables), ``RssFile``."""
+    parts = {}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                name, _, rest = line.partition(":")
+                if name in ("RssAnon", "RssShmem", "RssFile"):
+                    parts[name] = int(rest.split()[0]) * 1024
+    except OSError:   # not Linux: the peak (ru_maxrss) is still reported
+        pass
+    return parts
+
+
 def numpy_dtype(dtype: torch.dtype) -> str:
     name = str(dtype).replace("torch.", "")
     if name not in ("float16", "float32", "float64"):
@@ -328,6 +343,7 @@ class DistTrainer(Trainer):
         """``(train_acc, val_acc, test_acc, val_loss)`` over all trainers' nodes."""
         if not self.timing["peak_rss_train"]:
             self.timing["peak_rss_train"] = peak_rss_bytes()
+            self.timing["resident_train"] = resident_parts()
         began = time.perf_counter()
         self.model.eval()
         if self.eval_fanouts is None:
@@ -336,6 +352,7 @@ class DistTrainer(Trainer):
             sums = self._score(self.eval_nodes[0]) + self._score(self.eval_nodes[1])
         val_correct, val_count, val_loss, test_correct, test_count, _ = self._all_reduce(sums)
         self.timing["eval_seconds"] += time.perf_counter() - began
+        self.timing["resident_eval"] = resident_parts()
         return (self._train_acc, val_correct / val_count if val_count else 0.0,
                 test_correct / test_count if test_count else 0.0, val_loss / val_count if val_count else float("nan"))
 
