@@ -251,11 +251,21 @@ class _Progress(dict):
         self.path.write_text(json.dumps(self, indent=1, default=str))
 
 
+def _earlier_phases(path: pathlib.Path) -> dict:
+    """``generate`` and ``partition`` as an earlier run measured them (its progress file), marked
+    ``reused``: with ``--reuse`` their outputs are kept, and so are their figures."""
+    if not path.is_file():
+        return {}
+    saved = json.loads(path.read_text())
+    return {name: {**saved[name], "reused": True} for name in ("generate", "partition") if name in saved}
+
+
 def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
     from unigraph.storage.chunked import ChunkedGraph
     graph, parts = work / f"graph-{nodes}", work / f"parts-{nodes}"
     print(f"size {nodes:,} nodes", flush=True)
     out: dict = _Progress(work / f"progress-{nodes}.json", nodes=nodes)
+    earlier = _earlier_phases(work / f"progress-{nodes}.json") if args.reuse else {}
     if not (args.reuse and (graph / "graph.json").is_file()):
         out["generate"] = run_phase("generate", UNIGRAPH + [
             "chunk", "generate", "--out", str(graph), "--nodes", str(nodes), "--features", str(args.features),
@@ -272,7 +282,11 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
             "--chunk-mib", str(args.chunk_mib)], logs / f"metis-{nodes}.log")
         out["partition_metis"].update(_partition_report(metis))
         shutil.rmtree(metis, ignore_errors=True)
-    if not args.skip_partitions:
+    if "generate" in earlier and "generate" not in out:
+        out["generate"] = earlier["generate"]
+    if not args.skip_partitions and "partition" in earlier and (parts / "partitions.json").is_file():
+        out["partition"] = earlier["partition"]   # --reuse: the set this run trains on, measured when it was made
+    elif not args.skip_partitions:
         out["partition"] = run_phase("partition (LDG, streaming)", UNIGRAPH + [
             "partition", "--chunked", str(graph), "--parts", str(args.parts), "--out", str(parts), "--method", "ldg",
             "--workers", str(args.workers), "--chunk-mib", str(args.chunk_mib), "--no-eids"],
@@ -336,7 +350,8 @@ def write_markdown(result: dict, path: pathlib.Path) -> None:
             rate = f"{p['seeds_per_second']:,.0f}" if p.get("seeds_per_second") else ""
             cut = f"{p['edge_cut_fraction']:.3f}" if "edge_cut_fraction" in p else ""
             balance = ", ".join(f"{k} {v:.3f}" for k, v in p.get("balance", {}).items())
-            lines.append(f"| {size['nodes']:,} | {g['edges']:,} | {g['data_gib']} | {phase} | {p['seconds']} | "
+            label = f"{phase} (earlier run, reused)" if p.get("reused") else phase
+            lines.append(f"| {size['nodes']:,} | {g['edges']:,} | {g['data_gib']} | {label} | {p['seconds']} | "
                          f"{p['peak_rss_anon_mib']} | {p['peak_vm_hwm_mib']} | {acc} | {rate} | {cut} | {balance} |")
     lines += ["", f"Growth from the smallest to the largest size: `{json.dumps(result['bounded'])}`"]
     path.write_text("\n".join(lines) + "\n")
@@ -364,7 +379,8 @@ def main(argv=None) -> int:
     parser.add_argument("--metis-max-nodes", type=int, default=1_000_000)
     parser.add_argument("--skip-partitions", action="store_true")
     parser.add_argument("--work", type=pathlib.Path, help="where the graphs go (default: a new folder under /tmp)")
-    parser.add_argument("--reuse", action="store_true", help="keep and reuse generated graphs in --work")
+    parser.add_argument("--reuse", action="store_true", help="keep and reuse generated graphs and streaming "
+                        "partition sets in --work (with the figures their runs measured)")
     parser.add_argument("--keep", action="store_true", help="keep every graph and partition set in --work")
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 small sizes 4x apart, 1 epoch")
     parser.add_argument("--name", default="out_of_core_cpu")

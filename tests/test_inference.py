@@ -7,7 +7,7 @@ import torch
 from unigraph.data import planted_partition
 from unigraph.graph import Graph
 from unigraph.train import TrainConfig, Trainer, build_node_classifier
-from unigraph.train.inference import edge_batches, graph_outputs
+from unigraph.train.inference import MIN_BATCH_EDGES, edge_batches, graph_outputs, sampled_batch_edges
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,13 @@ def test_edge_batches_hold_at_most_the_budget_unless_one_node_exceeds_it():
     assert edge_batches(torch.zeros(0, dtype=torch.int64), 6) == []
     with pytest.raises(ValueError, match="batch_edges must be an int >= 1"):
         edge_batches(degrees, 0)
+
+
+def test_sampled_batch_edges_count_every_hop_of_a_training_batch():
+    # 256 seeds take 10 in-edges each (2,560), reaching at most 256 * 11 nodes; those take 5 each
+    assert sampled_batch_edges(256, [10, 5]) == 256 * 10 + 256 * 11 * 5
+    assert sampled_batch_edges(1000, [15, 10, 5]) == 1000 * 15 + 16000 * 10 + 176000 * 5
+    assert sampled_batch_edges(2, [2]) == MIN_BATCH_EDGES   # tiny batches are not worth their round trips
 
 
 def test_the_trainer_evaluates_layer_by_layer_as_on_the_whole_graph(dataset):

@@ -62,7 +62,7 @@ class DistJobSpec:
     prefetch: int = 2
     eval_fanouts: tuple[int, ...] | None = None
     eval_batch_size: int = 1024
-    eval_batch_edges: int = 1 << 16
+    eval_batch_edges: int | None = None   # None: a training batch's in-edges (DistTrainer)
     backend: str = "auto"
     threads: int | None = None
     rank_offset: int = 0

@@ -52,7 +52,7 @@ from unigraph.distributed.server import attach_table
 from unigraph.distributed.store import DistFeatureStore, DistGraph, rows_in_order
 from unigraph.train.config import ALL_NEIGHBOURS, TrainConfig, check_fanouts
 from unigraph.train.early_stopping import EarlyStopping
-from unigraph.train.inference import BATCH_EDGES, layerwise_outputs, reach, table_rows
+from unigraph.train.inference import layerwise_outputs, reach, sampled_batch_edges, table_rows
 from unigraph.train.layers import num_layers
 from unigraph.train.metrics import EpochMetrics
 from unigraph.train.trainer import Trainer, make_optimizer
@@ -211,13 +211,15 @@ class DistTrainer(Trainer):
         eval_fanouts: fanouts of sampled evaluation (``None``: layer-wise, exact).
         eval_batch_size: seeds per sampled-evaluation batch.
         tables: layer-wise evaluation's tables: the machine's server (:class:`MachineTables`).
-        eval_batch_edges: in-edges per layer-wise batch.
+        eval_batch_edges: in-edges per layer-wise batch (``None``: as many as a training batch can
+            hold, :func:`~unigraph.train.inference.sampled_batch_edges`, so that evaluation's
+            batches are no bigger than training's and the trainer's peak stays training's).
     """
 
     def __init__(self, model: torch.nn.Module, graph: DistGraph, features: DistFeatureStore, config: TrainConfig, *,
                  layout: JobLayout, role: Role, group=None, device: torch.device | str = "cpu", samplers=None,
                  prefetch: int = 2, eval_fanouts=None, eval_batch_size: int = 1024, tables=None,
-                 eval_batch_edges: int = BATCH_EDGES):
+                 eval_batch_edges: int | None = None):
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         if not role.is_trainer or graph.machine != role.machine or graph.num_parts != layout.num_machines:
@@ -244,11 +246,13 @@ class DistTrainer(Trainer):
         self.fanouts = concrete_fanouts(config.fanouts, layers, info.max_in_degree)
         self.eval_fanouts = None if eval_fanouts is None else concrete_fanouts(eval_fanouts, layers,
                                                                                info.max_in_degree)
-        self.eval_batch_size, self.eval_batch_edges = eval_batch_size, eval_batch_edges
+        self.eval_batch_size = eval_batch_size
         counts = layout.seed_counts([info.count(p, "train") for p in range(info.num_parts)])
         if sum(counts) == 0:
             raise ValueError(f"the partition set in {info.directory} has no training nodes")
         self.num_batches = equal_num_batches(counts, config.batch_size or max(counts))
+        self.eval_batch_edges = eval_batch_edges if eval_batch_edges is not None else \
+            sampled_batch_edges(config.batch_size or max(counts), self.fanouts)
         self.global_batch = sum(batch_sizes(c, self.num_batches) for c in counts)  # G_b of every step b
         self.samplers, self.prefetch = samplers, prefetch
         self.inference = None if tables is None else PartitionedSource(

@@ -60,6 +60,7 @@ class MappedFeatureStore:
             raise ValueError(f"{graph.directory} has no node features (array 'x')")
         self.graph = graph
         self.mapped = graph.mapped("x")
+        self.mapped.advise_random()   # rows are read in no order: no read-around per fault
         self.x = torch.from_numpy(self.mapped.array)
         cache_rows = min(cache_rows, graph.num_nodes)
         if cache_rows and not graph.has(hotness):

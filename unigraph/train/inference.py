@@ -39,6 +39,20 @@ from unigraph.sampling.csr_view import csr_ranges, relabel_sorted
 from unigraph.train.layers import model_layers
 
 BATCH_EDGES = 1 << 16  # in-edges per batch: bounds a batch's messages (65536 x hidden width)
+MIN_BATCH_EDGES = 4096
+
+
+def sampled_batch_edges(batch_size: int, fanouts) -> int:
+    """The most in-edges a sampled training batch of ``batch_size`` seeds can hold with ``fanouts``
+    (seeds first; every entry concrete): ``sum_l n_l f_l`` with ``n_0 = batch_size`` and
+    ``n_{l+1} = n_l (1 + f_l)``; at least :data:`MIN_BATCH_EDGES`. Layer-wise batches of this many
+    in-edges gather about as many rows as a training batch does, so evaluating keeps a trainer's
+    memory where training put it."""
+    edges, nodes = 0, int(batch_size)
+    for fanout in fanouts:
+        edges += nodes * int(fanout)
+        nodes *= 1 + int(fanout)
+    return max(MIN_BATCH_EDGES, edges)
 
 
 class LayerSource(Protocol):
