@@ -86,6 +86,20 @@ def test_nothing_outlives_the_creator_and_a_stale_description_is_refused():
             creator.wait()
 
 
+def test_a_description_of_a_closed_block_is_refused_when_a_new_block_reuses_its_descriptor():
+    old = SharedArrays.create({"x": (np.int64, (4,))}, label="old")
+    description = old.describe()
+    old.close()
+    new = SharedArrays.create({"x": (np.int64, (64,))}, label="new")   # bigger: a size check alone would pass
+    try:
+        assert new.fd == description["fd"]                              # the lowest free number: the same one
+        with pytest.raises(OSError, match="no longer the shared block 'old'"):
+            SharedArrays.attach(description)
+        assert SharedArrays.attach(new.describe()).arrays["x"].shape == (64,)
+    finally:
+        new.close()
+
+
 def test_layout_packs_aligned_arrays_and_refuses_negative_sizes():
     layout, size = layout_of({"a": (np.int8, (3,)), "b": (np.float64, (2, 2)), "c": (np.int32, (0,))})
     assert [(name, offset) for name, _, _, offset in layout] == [("a", 0), ("b", 64), ("c", 128)]

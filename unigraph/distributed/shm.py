@@ -85,7 +85,9 @@ class SharedArrays:
         """What :meth:`attach` needs (plain values: it travels over RPC)."""
         if not self.owner:
             raise ValueError("only the process that created a shared block can describe it for others")
-        return {"pid": self.pid, "fd": self.fd, "layout": self.layout, "size": self.size, "label": self.label}
+        stat = os.fstat(self.fd)   # the file's identity: a descriptor number can be reused, an inode cannot
+        return {"pid": self.pid, "fd": self.fd, "layout": self.layout, "size": self.size, "label": self.label,
+                "inode": [stat.st_dev, stat.st_ino]}
 
     @classmethod
     def attach(cls, description: dict, *, writable: bool = False) -> "SharedArrays":
@@ -97,10 +99,11 @@ class SharedArrays:
             raise OSError(f"cannot open the shared block {description['label']!r} of process {description['pid']} "
                           f"({path}: {err.strerror}): a process attaches only to blocks of a server on its own "
                           "machine, which must still be running") from None
-        if os.fstat(fd).st_size < description["size"]:
-            os.close(fd)
-            raise OSError(f"{path} is smaller than the shared block {description['label']!r} it should be "
-                          "(another file took its descriptor number: its server has ended)")
+        stat = os.fstat(fd)
+        if [stat.st_dev, stat.st_ino] != list(description["inode"]) or stat.st_size < description["size"]:
+            os.close(fd)   # e.g. the server closed the block and a newer one took its descriptor number
+            raise OSError(f"{path} is no longer the shared block {description['label']!r} it should be (another "
+                          "file took its descriptor number: the block was closed, or its server has ended)")
         return cls(fd, description["pid"], description["layout"], description["size"], writable, owner=False,
                    label=description["label"])
 
