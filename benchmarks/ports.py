@@ -244,6 +244,7 @@ def node_classifier(name: str, library: str, model: torch.nn.Module, forward: Ca
 
 def port_pyg_gcn(libs, sizes: Sizes) -> list[Contestant]:
     ds = planetoid(sizes)
+    edge_index = ds.graph.edge_index   # once, as the example's data.edge_index (Graph.edge_index builds a new tensor)
 
     class GCN(torch.nn.Module):
         def __init__(self, conv, drop=F.dropout):
@@ -261,7 +262,7 @@ def port_pyg_gcn(libs, sizes: Sizes) -> list[Contestant]:
         optimizer = torch.optim.Adam([dict(params=model.conv1.parameters(), weight_decay=5e-4),
                                       dict(params=model.conv2.parameters(), weight_decay=0)], lr=0.01)
         call = model if call is None else call
-        return node_classifier(name, library, model, lambda: call(ds.x, ds.graph.edge_index), ds, optimizer,
+        return node_classifier(name, library, model, lambda: call(ds.x, edge_index), ds, optimizer,
                                note=COMPILED_NOTE if call is not model else "")
 
     return _pyg_full_batch_rows(libs, sizes, "GCNConv", GCN, row)
@@ -304,6 +305,7 @@ def _pyg_layers(libs, layer: str):
 
 def port_pyg_gat(libs, sizes: Sizes) -> list[Contestant]:
     ds = planetoid(sizes)
+    edge_index = ds.graph.edge_index   # once, as the example's data.edge_index (Graph.edge_index builds a new tensor)
 
     class GAT(torch.nn.Module):
         def __init__(self, conv, drop=F.dropout):
@@ -321,7 +323,7 @@ def port_pyg_gat(libs, sizes: Sizes) -> list[Contestant]:
     def row(name, library, model, call=None):
         optimizer = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
         call = model if call is None else call
-        return node_classifier(name, library, model, lambda: call(ds.x, ds.graph.edge_index), ds, optimizer,
+        return node_classifier(name, library, model, lambda: call(ds.x, edge_index), ds, optimizer,
                                note=COMPILED_NOTE if call is not model else "")
 
     return _pyg_full_batch_rows(libs, sizes, "GATConv", GAT, row)
@@ -746,14 +748,31 @@ def steps_of(port: str, sizes: Sizes) -> int:
     return max(sizes.warmup + 1, sizes.epochs // 2 if port == "pyg_link_pred" else sizes.epochs)
 
 
+def own_random_stream(step: Callable[[], object], seed: int) -> Callable[[], object]:
+    """``step`` run on a torch random stream of its own, seeded with ``seed``: interleaved rows
+    would otherwise take their dropout masks (and torch-drawn samples) from one shared stream in
+    turn, so two equal models would train on different masks and score differently."""
+    state = [torch.Generator().manual_seed(seed).get_state()]
+
+    def call():
+        saved = torch.get_rng_state()
+        torch.set_rng_state(state[0])
+        try:
+            return step()
+        finally:
+            state[0] = torch.get_rng_state()
+            torch.set_rng_state(saved)
+    return call
+
+
 def run_rows(rows: list[Contestant], steps: int, sizes: Sizes) -> list[dict]:
-    """Train every row ``steps`` steps, interleaved (the first ``warmup`` untimed), then time the
-    evaluation forward, interleaved; score each."""
+    """Train every row ``steps`` steps, interleaved (the first ``warmup`` untimed), each on its own
+    torch random stream from the same seed, then time the evaluation forward, interleaved; score each."""
     by_name = {r.name: r for r in rows}
     if len(by_name) != len(rows):
         raise ValueError(f"row names must be unique, got {[r.name for r in rows]}")
     warmup = min(sizes.warmup, steps - 1)
-    train = interleaved({r.name: r.train_step for r in rows}, steps - warmup, warmup=warmup,
+    train = interleaved({r.name: own_random_stream(r.train_step, sizes.seed) for r in rows}, steps - warmup, warmup=warmup,
                         after=lambda name: by_name[name].after_step() if by_name[name].after_step else None)
     evaluation = interleaved({r.name: r.eval_forward for r in rows}, sizes.eval_repeats, warmup=1)
     out = []
