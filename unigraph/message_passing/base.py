@@ -132,7 +132,7 @@ class MessagePassing(torch.nn.Module):
     # pickling (torch.save of a whole model, copy.deepcopy): what was read of the hooks holds code
     # objects and traces, which pickle cannot hold; it is derived state, read again on loading
     _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_pure_message", "_pure_traces",
-                "_last_plan")
+                "_last_plan", "_copies_x", "_copy_plans")
 
     def __getstate__(self) -> dict:
         return {key: value for key, value in self.__dict__.items() if key not in self._DERIVED}
@@ -167,6 +167,10 @@ class MessagePassing(torch.nn.Module):
         if not self.resolves_flow:
             g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
+        if self._copies_x and self.fuse and kwargs.keys() <= _COPY_KWARGS and not torch.compiler.is_compiling():
+            x = kwargs.get("x")
+            if isinstance(x, Tensor) and x.is_floating_point():
+                return self._copy_propagate(g, x, who)
         inputs = self._message_inputs(g, kwargs)
         if torch.compiler.is_compiling():
             out = self._compiled_propagate(g, inputs)
@@ -181,6 +185,24 @@ class MessagePassing(torch.nn.Module):
         if self._last_plan is None:
             raise RuntimeError(f"{type(self).__name__} has not propagated yet; call it once, then explain()")
         return self._last_plan
+
+    def _copy_propagate(self, g: Graph, x: Tensor, who: str) -> Tensor:
+        """The default ``message`` (``x_j``) and ``update`` with ``aggregate`` not overridden: the
+        fused path's one ``copy_u`` g-SpMM, without its trace lookup, interpreter and random-state
+        capture (~25 us a call on a small graph). ``propagate`` takes it only while
+        :meth:`_read_hooks` found the default hooks (``_copies_x``, re-read whenever the hooks'
+        identity changes) for one floating tensor ``x``; the same checks, the same call, the same
+        plan as the fused path (``tests/message_passing/test_copy_fast_path.py``)."""
+        check_node_dim(self.node_dim, x, "x", who)
+        _source_only(g, x, "x")
+        out = ops.gspmm(g, "copy_u", self.aggr, u=x)
+        plan = self._copy_plans.get(self.aggr)
+        if plan is None:
+            traced = self._trace([("x_j", U, x)])
+            plan = MessagePlan.from_record(f"{who}.message", traced, Record(steps=[("gspmm", "copy_u", self.aggr)]))
+            self._copy_plans[self.aggr] = plan
+        self._last_plan = plan
+        return out
 
     # ------------------------------------------------------------------ inputs
     def _message_inputs(self, g: Graph, kwargs: dict) -> list[tuple[str, str, Any]]:
@@ -239,6 +261,10 @@ class MessagePassing(torch.nn.Module):
         self._pure_message = reads_only_its_arguments(message)
         # structure key -> trace (or why tracing stopped), for a message that reads only its arguments
         self._pure_traces: dict[tuple, Traced | str] = {}
+        # the default message, update and aggregate: propagate's copy_u path (_copy_propagate)
+        self._copies_x = (_is_default(message, "message", self) and _is_default(self.update, "update", self)
+                          and not _overrides(self, "aggregate"))
+        self._copy_plans: dict[str, MessagePlan] = {}  # aggr -> the plan of that path
 
     def _trace(self, inputs: list[tuple[str, str, Any]]) -> Traced | str:
         """A trace of ``message`` for these inputs, or why tracing stopped. Fresh on every call,
@@ -423,6 +449,20 @@ def _special_input(g: Graph, name: str) -> tuple[str, Any]:
 
 def _overrides(module: MessagePassing, hook: str) -> bool:
     return getattr(type(module), hook) is not getattr(MessagePassing, hook)
+
+
+_COPY_KWARGS = frozenset(("x", "size"))  # what propagate may get on its copy_u path
+_DEFAULT_HOOKS = {name: getattr(MessagePassing, name) for name in ("message", "update")}
+_DEFAULT_CODES = {name: hook.__code__ for name, hook in _DEFAULT_HOOKS.items()}
+
+
+def _is_default(hook, name: str, owner: MessagePassing) -> bool:
+    """Whether ``hook`` is MessagePassing's own ``name`` bound to ``owner``, with its code and no
+    defaults (nothing replaced on the class, the instance or the function)."""
+    function = getattr(hook, "__func__", None)
+    return (function is _DEFAULT_HOOKS[name] and getattr(hook, "__self__", None) is owner
+            and function.__code__ is _DEFAULT_CODES[name] and function.__defaults__ is None
+            and not function.__kwdefaults__)
 
 
 __all__ = ["MessagePassing", "normalize_aggr"]

@@ -62,3 +62,41 @@ def test_gine_refusals():
         conv(x, edge_index, torch.randn(20, 2))
     with pytest.raises(ValueError, match="cannot read it from nn"):
         U.GINEConv(lambda h: h, edge_dim=2)
+
+
+def test_mutag_gin_recipe_initializes_and_trains_as_pyg():
+    """PyG's mutag_gin.py model (GINConv(MLP([in, 32, 32])) layers, ReLU, add pooling, an MLP head
+    with dropout) built with either GINConv from one seed: the same initial weights (the layer
+    re-initializes its network as PyG's does, drawing the same numbers), and in float64 the same
+    outputs and gradients in training mode (same dropout seed) on a batch of small graphs."""
+    pool = pytest.importorskip("torch_geometric.nn").global_add_pool
+
+    class GIN(torch.nn.Module):
+        def __init__(self, conv):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(conv(nn=pyg_nn.MLP([w, 32, 32]), train_eps=False) for w in (7, 32, 32))
+            self.mlp = pyg_nn.MLP([32, 32, 4], norm=None, dropout=0.5)
+
+        def forward(self, x, edge_index, batch):
+            for conv in self.convs:
+                x = conv(x, edge_index).relu()
+            return self.mlp(pool(x, batch))
+
+    models = []
+    for conv in (pyg_nn.GINConv, U.GINConv):
+        torch.manual_seed(0)
+        models.append(GIN(conv).double().train())
+    theirs, ours = models
+    for (name, a), (_, b) in zip(theirs.state_dict().items(), ours.state_dict().items()):
+        assert torch.equal(a, b), name
+    edge_index = torch.cat([random_edges(10, 24, seed=s) + 10 * s for s in range(6)], dim=1)
+    batch = torch.arange(6).repeat_interleave(10)
+    x = torch.randn(60, 7, dtype=torch.float64)
+    outputs = []
+    for model in models:
+        torch.manual_seed(1)
+        out = model(x, edge_index, batch)
+        outputs.append((out, torch.autograd.grad(out.square().sum(), list(model.parameters()))))
+    torch.testing.assert_close(outputs[1][0], outputs[0][0], **TOL)
+    for a, b in zip(outputs[1][1], outputs[0][1]):
+        torch.testing.assert_close(a, b, **TOL)

@@ -15,12 +15,19 @@ SRC = torch.tensor([0, 0, 1, 2, 2, 3, 4, 1, 4, 5])
 DST = torch.tensor([1, 2, 2, 0, 3, 1, 0, 5, 5, 4])
 
 
-def graphs(dgl):
+SEEDS = torch.tensor([2, 5])
+
+
+def our_graphs():
+    """The graph with self-loops and a block of it, in unigraph.dgl."""
     ours = udgl.add_self_loop(udgl.graph((SRC, DST), num_nodes=6))
+    return ours, udgl.to_block(ours.in_subgraph(SEEDS), SEEDS)
+
+
+def graphs(dgl):
+    ours, our_block = our_graphs()
     theirs = dgl.add_self_loop(dgl.graph((SRC, DST), num_nodes=6))
-    seeds = torch.tensor([2, 5])
-    return ((ours, theirs),
-            (udgl.to_block(ours.in_subgraph(seeds), seeds), dgl.to_block(theirs.in_subgraph(seeds), seeds)))
+    return ((ours, theirs), (our_block, dgl.to_block(theirs.in_subgraph(SEEDS), SEEDS)))
 
 
 def compare(dgl, make, feat_size=5, edge_weight=False, **forward):
@@ -82,3 +89,21 @@ def test_dgl_initialization_and_zero_in_degree_check():
         conv(g, torch.randn(3, 400))
     out = unn.GATConv(4, 2, 3, allow_zero_in_degree=True)(g, torch.randn(3, 4))
     assert out.shape == (3, 3, 2)
+
+
+def test_sage_gcn_projects_shared_features_once():
+    """One feature tensor for both sides (a graph, or a block's sources) is projected once, as DGL
+    does; a (source, destination) pair twice. Values: ``test_sage_conv`` against DGL."""
+    conv = unn.SAGEConv(5, 3, "gcn")
+    calls = []
+    conv.fc_neigh.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[0]))
+    ours_graph, block = our_graphs()
+    conv(ours_graph, torch.randn(6, 5))
+    assert calls == [6]
+    calls.clear()
+    conv(block, torch.randn(block.num_src_nodes(), 5))
+    assert calls == [block.num_src_nodes()]
+    calls.clear()
+    conv(block, (torch.randn(block.num_src_nodes(), 5), torch.randn(block.num_dst_nodes(), 5)))
+    assert calls == [block.num_src_nodes(), block.num_dst_nodes()]
+

@@ -109,7 +109,12 @@ class SAGEConv(nn.Module):
             if feat_src.shape != feat_dst.shape and not isinstance(feat, tuple) and not graph.is_bipartite:
                 raise DGLError("the gcn aggregator needs source and destination features of one shape")
             src = self.fc_neigh(feat_src) if project_first else feat_src
-            dst = self.fc_neigh(feat_dst) if project_first else feat_dst
+            if not project_first or isinstance(feat, tuple):
+                dst = self.fc_neigh(feat_dst) if project_first else feat_dst
+            elif feat_dst is feat_src:  # one tensor for both sides: projected once, as DGL does
+                dst = src
+            else:  # a block: its destinations are the first rows of its sources (expand_as_pair)
+                dst = src[: graph.num_dst_nodes]
             summed = self._aggregate(graph, src, "sum", edge_weight)
             degrees = graph.in_degrees().to(summed).unsqueeze(-1)
             h_neigh = (summed + dst) / (degrees + 1)
