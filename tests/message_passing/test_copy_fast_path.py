@@ -176,3 +176,29 @@ def test_gin_conv_on_edge_index_equals_the_plain_path(train_eps):
     torch.testing.assert_close(fast, plain, rtol=0, atol=1e-12)
     for a, b in zip(fast_grads, plain_grads):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("where", ["class", "instance"])
+def test_aggregate_replaced_after_the_first_call(where):
+    class Layer(Plain):
+        pass
+
+    layer, g, x = Layer(), _graph(), _features(7)
+    before = layer(g, x).detach()
+
+    def doubled(self_or_inputs, *args):
+        inputs, graph = (args[0], args[1]) if where == "class" else (self_or_inputs, args[0])
+        return unigraph.ops.gspmm(graph, "copy_e", "sum", e=inputs) * 2
+
+    if where == "class":
+        Layer.aggregate = doubled
+    else:
+        layer.aggregate = doubled
+    try:
+        torch.testing.assert_close(layer(g, x), 2 * before, rtol=0, atol=1e-12)
+    finally:
+        if where == "class":
+            del Layer.aggregate
+        else:
+            del layer.aggregate
+    torch.testing.assert_close(layer(g, x), before, rtol=0, atol=1e-12)

@@ -167,7 +167,8 @@ class MessagePassing(torch.nn.Module):
         if not self.resolves_flow:
             g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
-        if self._copies_x and self.fuse and kwargs.keys() <= _COPY_KWARGS and not torch.compiler.is_compiling():
+        if self._copies_x and self.fuse and kwargs.keys() <= _COPY_KWARGS and not torch.compiler.is_compiling() \
+                and not _overrides(self, "aggregate"):   # per call: aggregate may be replaced after the hooks were read
             x = kwargs.get("x")
             if isinstance(x, Tensor) and x.is_floating_point():
                 return self._copy_propagate(g, x, who)
@@ -448,7 +449,8 @@ def _special_input(g: Graph, name: str) -> tuple[str, Any]:
 
 
 def _overrides(module: MessagePassing, hook: str) -> bool:
-    return getattr(type(module), hook) is not getattr(MessagePassing, hook)
+    """Whether ``hook`` is replaced on the module's class or on the instance itself."""
+    return getattr(type(module), hook) is not getattr(MessagePassing, hook) or hook in module.__dict__
 
 
 _COPY_KWARGS = frozenset(("x", "size"))  # what propagate may get on its copy_u path
