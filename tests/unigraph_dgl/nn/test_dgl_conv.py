@@ -88,6 +88,23 @@ def test_sage_conv_mean_keeps_hooks_on_its_linears(dgl):
     compare(dgl, make)
 
 
+@pytest.mark.parametrize("out_feats", [3, 8])
+def test_sage_conv_mean_on_a_block_gradients(out_feats):
+    # one tensor for a block's sources and destinations (x[:num_dst]): the destinations' gradient is
+    # added into the sources' in place (create_graph: out of place); x also used outside the layer
+    ours = udgl.add_self_loop(udgl.graph((SRC, DST), num_nodes=6))
+    seeds = torch.tensor([2, 5])
+    block = udgl.to_block(ours.in_subgraph(seeds), seeds)
+    torch.manual_seed(0)
+    conv = unn.SAGEConv(5, out_feats, "mean").double()
+    x = torch.randn(block.num_src_nodes(), 5, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(lambda x: conv(block, x).sum(0) + x[: block.num_dst_nodes()].sum(), (x,))
+    torch.autograd.gradgradcheck(lambda x: conv(block, x), (x,))
+    with torch.no_grad():
+        expected = conv(block, (x, x[: block.num_dst_nodes()].clone()))
+    torch.testing.assert_close(conv(block, x), expected)
+
+
 @pytest.mark.parametrize("aggregator", ["sum", "max"])
 def test_gin_conv(dgl, aggregator):
     compare(dgl, lambda nn: nn.GINConv(torch.nn.Linear(5, 4), aggregator, init_eps=0.3, learn_eps=True))

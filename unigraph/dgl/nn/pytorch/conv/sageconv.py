@@ -35,6 +35,40 @@ def _plain(module: nn.Module) -> bool:
             and not nn.modules.module._global_forward_hooks and not nn.modules.module._global_forward_pre_hooks)
 
 
+def _is_prefix(part: Tensor, whole: Tensor) -> bool:
+    """Whether ``part`` is ``whole[:len(part)]`` (the same memory, rows and strides)."""
+    return (part.dim() == whole.dim() == 2 and part.shape[1] == whole.shape[1] and part.shape[0] <= whole.shape[0]
+            and part.stride() == whole.stride() and part.data_ptr() == whole.data_ptr()
+            and part.dtype == whole.dtype and part.device == whole.device)
+
+
+class _SourcesAndPrefix(torch.autograd.Function):
+    """``(x, x[:n])`` as one operation: the block's source features and its destinations' (the
+    first ``n`` rows). Used through two separate ops, autograd would give ``x[:n]`` a gradient of
+    ``x``'s full size (zero-filled, then added to the aggregation's): here the destinations'
+    gradient is added into the first ``n`` rows of the sources' gradient, in place (the sources'
+    gradient is the fresh output of the aggregation's backward, used by nothing else), or out of
+    place under ``create_graph``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, n: int):
+        ctx.n = n
+        ctx.shape = x.shape
+        return x.view_as(x), x[:n]
+
+    @staticmethod
+    def backward(ctx, grad_all: Tensor | None, grad_prefix: Tensor | None):
+        n = ctx.n
+        if grad_all is None:
+            grad_all = grad_prefix.new_zeros(ctx.shape)
+        if grad_prefix is None:
+            return grad_all, None
+        if torch.is_grad_enabled() or not grad_all.is_contiguous() or grad_all._base is not None:
+            return torch.cat([grad_all[:n] + grad_prefix, grad_all[n:]]), None
+        grad_all[:n] += grad_prefix
+        return grad_all, None
+
+
 class SAGEConv(nn.Module):
     """Args (DGL's): ``in_feats`` (an int or a ``(src, dst)`` pair), ``out_feats``,
     ``aggregator_type``, ``feat_drop``, ``bias``, ``norm`` (a callable on the output),
@@ -106,6 +140,8 @@ class SAGEConv(nn.Module):
         projection accumulated into the root term in place (``addmm_``: no separate sum over the
         ``N_dst x out`` output, forward or backward)."""
         w_neigh, w_self, bias = self.fc_neigh.weight, self.fc_self.weight, self.fc_self.bias
+        if feat_dst is not feat_src and _is_prefix(feat_dst, feat_src):   # a block: destinations first
+            feat_src, feat_dst = _SourcesAndPrefix.apply(feat_src, feat_dst.shape[0])
         if project_first:
             h_neigh = self._aggregate(graph, linear(feat_src, w_neigh), "mean", edge_weight)
             return linear(feat_dst, w_self, bias) + h_neigh
