@@ -70,6 +70,41 @@ def test_sage_conv(dgl, aggregator, out_feats):
             edge_weight=aggregator != "lstm")
 
 
+@pytest.mark.parametrize("out_feats", [3, 8])
+def test_sage_conv_mean_on_pooled_memory(dgl, poisoned_output_pool, out_feats):
+    # the fused mean path (pooled projections, root += neighbours' projection in place) on recycled
+    # memory poisoned with NaN: DGL's values and gradients, aggregating first (8) and projecting first (3)
+    compare(dgl, lambda nn: nn.SAGEConv(5, out_feats, "mean"), edge_weight=True)
+    compare(dgl, lambda nn: nn.SAGEConv(5, out_feats, "mean"))
+
+
+def test_sage_conv_mean_keeps_hooks_on_its_linears(dgl):
+    # a hook on fc_self / fc_neigh must run: the fused path is taken only for plain nn.Linear calls
+    def make(nn):
+        conv = nn.SAGEConv(5, 8, "mean")
+        conv.fc_self.register_forward_hook(lambda module, args, out: 2 * out)
+        conv.fc_neigh.register_forward_pre_hook(lambda module, args: (args[0] - 1,))
+        return conv
+    compare(dgl, make)
+
+
+@pytest.mark.parametrize("out_feats", [3, 8])
+def test_sage_conv_mean_on_a_block_gradients(out_feats):
+    # one tensor for a block's sources and destinations (x[:num_dst]): the destinations' gradient is
+    # added into the sources' in place (create_graph: out of place); x also used outside the layer
+    ours = udgl.add_self_loop(udgl.graph((SRC, DST), num_nodes=6))
+    seeds = torch.tensor([2, 5])
+    block = udgl.to_block(ours.in_subgraph(seeds), seeds)
+    torch.manual_seed(0)
+    conv = unn.SAGEConv(5, out_feats, "mean").double()
+    x = torch.randn(block.num_src_nodes(), 5, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(lambda x: conv(block, x).sum(0) + x[: block.num_dst_nodes()].sum(), (x,))
+    torch.autograd.gradgradcheck(lambda x: conv(block, x), (x,))
+    with torch.no_grad():
+        expected = conv(block, (x, x[: block.num_dst_nodes()].clone()))
+    torch.testing.assert_close(conv(block, x), expected)
+
+
 @pytest.mark.parametrize("aggregator", ["sum", "max"])
 def test_gin_conv(dgl, aggregator):
     compare(dgl, lambda nn: nn.GINConv(torch.nn.Linear(5, 4), aggregator, init_eps=0.3, learn_eps=True))

@@ -23,8 +23,50 @@ from unigraph import graph_compat, ops
 from unigraph.dgl.base import DGLError
 from unigraph.dgl.nn.pytorch.utils import check_graph, expand_as_pair
 from unigraph.message_passing import dgl_style
+from unigraph.nn.projection import linear
 
 AGGREGATORS = ("mean", "gcn", "pool", "lstm")
+
+
+def _plain(module: nn.Module) -> bool:
+    """Whether ``module`` is a plain ``nn.Linear`` whose call is ``F.linear`` of its parameters (no
+    hooks, no subclass): then its product may be fused with others."""
+    return (type(module) is nn.Linear and not module._forward_hooks and not module._forward_pre_hooks
+            and not nn.modules.module._global_forward_hooks and not nn.modules.module._global_forward_pre_hooks)
+
+
+def _is_prefix(part: Tensor, whole: Tensor) -> bool:
+    """Whether ``part`` is ``whole[:len(part)]`` (the same memory, rows and strides)."""
+    return (part.dim() == whole.dim() == 2 and part.shape[1] == whole.shape[1] and part.shape[0] <= whole.shape[0]
+            and part.stride() == whole.stride() and part.data_ptr() == whole.data_ptr()
+            and part.dtype == whole.dtype and part.device == whole.device)
+
+
+class _SourcesAndPrefix(torch.autograd.Function):
+    """``(x, x[:n])`` as one operation: the block's source features and its destinations' (the
+    first ``n`` rows). Used through two separate ops, autograd would give ``x[:n]`` a gradient of
+    ``x``'s full size (zero-filled, then added to the aggregation's): here the destinations'
+    gradient is added into the first ``n`` rows of the sources' gradient, in place (the sources'
+    gradient is the fresh output of the aggregation's backward, used by nothing else), or out of
+    place under ``create_graph``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, n: int):
+        ctx.n = n
+        ctx.shape = x.shape
+        return x.view_as(x), x[:n]
+
+    @staticmethod
+    def backward(ctx, grad_all: Tensor | None, grad_prefix: Tensor | None):
+        n = ctx.n
+        if grad_all is None:
+            grad_all = grad_prefix.new_zeros(ctx.shape)
+        if grad_prefix is None:
+            return grad_all, None
+        if torch.is_grad_enabled() or not grad_all.is_contiguous() or grad_all._base is not None:
+            return torch.cat([grad_all[:n] + grad_prefix, grad_all[n:]]), None
+        grad_all[:n] += grad_prefix
+        return grad_all, None
 
 
 class SAGEConv(nn.Module):
@@ -91,6 +133,24 @@ class SAGEConv(nn.Module):
                 return graph.dstdata["neigh"]
             return h.new_zeros((graph.num_dst_nodes, self._in_src_feats))
 
+    def _mean(self, graph, feat_src: Tensor, feat_dst: Tensor, project_first: bool,
+              edge_weight: Tensor | None) -> Tensor:
+        """``fc_self(h_dst) + fc_neigh(mean_j h_j)`` with the projections on pooled memory (no page
+        faults for a large block's outputs each step) and, aggregating first, the neighbours'
+        projection accumulated into the root term in place (``addmm_``: no separate sum over the
+        ``N_dst x out`` output, forward or backward)."""
+        w_neigh, w_self, bias = self.fc_neigh.weight, self.fc_self.weight, self.fc_self.bias
+        if feat_dst is not feat_src and _is_prefix(feat_dst, feat_src):   # a block: destinations first
+            feat_src, feat_dst = _SourcesAndPrefix.apply(feat_src, feat_dst.shape[0])
+        if project_first:
+            h_neigh = self._aggregate(graph, linear(feat_src, w_neigh), "mean", edge_weight)
+            return linear(feat_dst, w_self, bias) + h_neigh
+        h_neigh = self._aggregate(graph, feat_src, "mean", edge_weight)
+        root = linear(feat_dst, w_self, bias)
+        if h_neigh.dim() != 2 or root.dim() != 2 or torch.is_autocast_enabled(root.device.type):
+            return root + F.linear(h_neigh, w_neigh)   # (in-place ops are not autocast)
+        return root.addmm_(h_neigh, w_neigh.t())         # root is this call's own fresh tensor
+
     def forward(self, graph, feat, edge_weight: Tensor | None = None) -> Tensor:
         graph = check_graph(graph, "SAGEConv")
         if isinstance(feat, tuple):
@@ -101,7 +161,10 @@ class SAGEConv(nn.Module):
             raise DGLError(f"edge_weight has {edge_weight.shape[0]} rows for {graph.num_edges} edges")
         # project first when that narrows what the aggregation moves (an exact reordering: linear maps)
         project_first = self._in_src_feats > self._out_feats
-        if self._aggre_type == "mean":
+        fused = self._aggre_type == "mean" and _plain(self.fc_neigh) and _plain(self.fc_self)
+        if fused:
+            rst = self._mean(graph, feat_src, feat_dst, project_first, edge_weight)
+        elif self._aggre_type == "mean":
             h_neigh = self._aggregate(graph, self.fc_neigh(feat_src) if project_first else feat_src, "mean", edge_weight)
             if not project_first:
                 h_neigh = self.fc_neigh(h_neigh)
@@ -124,9 +187,10 @@ class SAGEConv(nn.Module):
             h_neigh = self.fc_neigh(self._aggregate(graph, F.relu(self.fc_pool(feat_src)), "max", edge_weight))
         else:
             h_neigh = self.fc_neigh(self._lstm(graph, feat_src, edge_weight))
-        rst = h_neigh + self.bias if self._aggre_type == "gcn" and self.bias is not None else h_neigh
-        if self._aggre_type != "gcn":
-            rst = self.fc_self(feat_dst) + rst
+        if self._aggre_type == "gcn":
+            rst = h_neigh + self.bias if self.bias is not None else h_neigh
+        elif not fused:
+            rst = self.fc_self(feat_dst) + h_neigh
         if self.activation is not None:
             rst = self.activation(rst)
         return self.norm(rst) if self.norm is not None else rst

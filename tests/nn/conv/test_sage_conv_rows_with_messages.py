@@ -1,0 +1,126 @@
+"""SAGEConv's product over only the rows that have in-edges (``sage_conv.rows_with_messages``):
+a PyG NeighborLoader-style batch (the last hop's nodes numbered last, without in-edges) gives the
+dense formula's values and gradients in float64; inf weights, non-finite gradients, hooks that
+make those rows non-zero and an edge_index changed in place between calls all fall back or
+re-check, and still give the reference."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import unigraph.nn as U
+from unigraph import Graph
+from unigraph.nn import sage_conv
+
+REAL = sage_conv.rows_with_messages
+N, IN, OUT, WITH_EDGES = 40, 3, 5, 12   # IN < OUT: aggregate first, then project
+
+
+def batch_edges(seed: int = 0) -> torch.Tensor:
+    """Edges into nodes 0..WITH_EDGES-1 only, from anywhere (as a 2-hop NeighborLoader batch)."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, N, (90,), generator=gen)
+    dst = torch.randint(0, WITH_EDGES, (90,), generator=gen)
+    dst[0] = WITH_EDGES - 1
+    return torch.stack([src, dst])
+
+
+def reference(conv: U.SAGEConv, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    adjacency = torch.zeros(N, N, dtype=x.dtype)
+    adjacency.index_put_((edge_index[1], edge_index[0]), torch.ones(edge_index.shape[1], dtype=x.dtype),
+                         accumulate=True)
+    mean = adjacency / adjacency.sum(1, keepdim=True).clamp(min=1)
+    return x @ conv.lin_r.weight.t() + conv.lin_l.bias + (mean @ x) @ conv.lin_l.weight.t()
+
+
+def grads(conv, x, out, upstream):
+    return torch.autograd.grad(out, [x, conv.lin_l.weight, conv.lin_r.weight, conv.lin_l.bias], upstream,
+                               retain_graph=True)
+
+
+def check(conv, x, edge_index, upstream, taken: bool, monkeypatch, dense: bool = True):
+    """The fast path (when ``taken``) against the plain path (``rows_with_messages`` answering None)
+    and, with ``dense``, against the dense formula: values and the gradients of x, W_l, W_r, b."""
+    calls = []
+    monkeypatch.setattr(sage_conv, "rows_with_messages", lambda *a: calls.append(REAL(*a)) or calls[-1])
+    out = conv(x, edge_index)
+    assert (calls[-1] is not None) == taken
+    monkeypatch.setattr(sage_conv, "rows_with_messages", lambda *a: None)
+    plain = conv(x, edge_index)
+    expected = [plain] + ([reference(conv, x, edge_index)] if dense else [])
+    for other in expected:
+        torch.testing.assert_close(out, other, rtol=1e-12, atol=1e-12, equal_nan=True)
+        for mine, theirs in zip(grads(conv, x, out, upstream), grads(conv, x, other, upstream)):
+            torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12, equal_nan=True)
+    return out
+
+
+def make(seed=0):
+    torch.manual_seed(seed)
+    conv = U.SAGEConv(IN, OUT).double()
+    torch.nn.init.normal_(conv.lin_l.bias)
+    return conv, torch.randn(N, IN, dtype=torch.float64, requires_grad=True)
+
+
+def test_rows_without_in_edges_skipped_exactly(monkeypatch):
+    conv, x = make()
+    upstream = torch.randn(N, OUT, dtype=torch.float64)
+    check(conv, x, batch_edges(), upstream, True, monkeypatch)
+    # only the seeds' rows carry a loss, as in the benchmark's out[:batch_size]
+    check(conv, x, batch_edges(), upstream * (torch.arange(N) < 4).unsqueeze(1), True, monkeypatch)
+    # every row has an in-edge: the plain path
+    check(conv, x, torch.cat([batch_edges(), torch.stack([torch.arange(N), torch.arange(N)])], 1), upstream,
+          False, monkeypatch)
+
+
+def test_non_finite_weights_and_gradients_propagate_as_in_the_full_product(monkeypatch):
+    conv, x = make(1)
+    upstream = torch.randn(N, OUT, dtype=torch.float64)
+    upstream[N - 1, 2] = float("nan")           # a row without in-edges: W_l's gradient is NaN in the full product
+    check(conv, x, batch_edges(1), upstream, True, monkeypatch, dense=False)   # (the dense A^T spreads NaN to x)
+    w_grad = grads(conv, x, conv(x, batch_edges(1)), upstream)[1]
+    assert w_grad.isnan().any()
+    with torch.no_grad():
+        conv.lin_l.weight[1, 0] = float("inf")  # 0 * inf: NaN in the full product
+    out = check(conv, x, batch_edges(1), torch.randn(N, OUT, dtype=torch.float64), False, monkeypatch, dense=False)
+    assert out[WITH_EDGES:, 1].isnan().all()       # rows without in-edges: 0 * inf
+
+
+def test_an_update_hook_that_fills_the_rows_is_seen(monkeypatch):
+    class Shifted(U.SAGEConv):
+        def update(self, aggr_out):
+            return aggr_out + 1.0
+
+    torch.manual_seed(2)
+    conv = Shifted(IN, OUT).double()
+    x = torch.randn(N, IN, dtype=torch.float64, requires_grad=True)
+    out = conv(x, batch_edges(2))
+    expected = reference(conv, x, batch_edges(2)) + conv.lin_l.weight.sum(1)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_edge_index_changed_in_place_between_calls(monkeypatch):
+    conv, x = make(3)
+    edge_index = batch_edges(3)
+    upstream = torch.randn(N, OUT, dtype=torch.float64)
+    check(conv, x, edge_index, upstream, True, monkeypatch)
+    edge_index[1, 5] = N - 1                    # now the last node has an in-edge: R = N
+    check(conv, x, edge_index, upstream, False, monkeypatch)
+    edge_index[1, 5] = 20                       # R = 21 again, through the same tensor
+    check(conv, x, edge_index, upstream, True, monkeypatch)
+
+
+def test_gradcheck_and_double_backward():
+    conv, x = make(4)
+    g = batch_edges(4)
+    assert sage_conv.rows_with_messages(Graph(g, N), torch.zeros(N, IN), conv.lin_l.weight) == WITH_EDGES
+
+    def f(root, aggregated, weight):   # the Function alone, on an aggregation zero from WITH_EDGES on
+        zeros = aggregated.new_zeros(N - WITH_EDGES, IN)
+        return sage_conv._AddProjectedRows.apply(root * 1, torch.cat([aggregated, zeros]), weight, WITH_EDGES)
+    inputs = (torch.randn(N, OUT, dtype=torch.float64, requires_grad=True),
+              torch.randn(WITH_EDGES, IN, dtype=torch.float64, requires_grad=True),
+              torch.randn(OUT, IN, dtype=torch.float64, requires_grad=True))
+    torch.autograd.gradcheck(f, inputs)
+    torch.autograd.gradgradcheck(f, inputs)
+    torch.autograd.gradgradcheck(lambda x: conv(x, g).square(), (x,))
