@@ -84,3 +84,32 @@ def test_non_square_adjacency_refused_in_pygs_form():
             conv(x.expand(2, N, IN), graph)
     assert conv(unigraph.Graph(edge_index, num_src_nodes=N, num_dst_nodes=4), x).shape == (4, OUT)
     assert U.GCNConv(IN, OUT, normalize=False)(x, EdgeIndex(edge_index, sparse_size=(N, 4))).shape == (4, OUT)
+
+
+@pytest.mark.parametrize("in_channels", [3, IN, 9])  # aggregates first (bias in the product) / projects first
+def test_gcn_matches_dgl_graphconv_on_a_symmetric_graph(in_channels, dgl):
+    """The user_arxiv model's layer: on a symmetric graph (where DGL's out-degree of a source is its
+    in-degree) GCNConv equals DGL's GraphConv on the graph with one self-loop per node, values and
+    every gradient (float64)."""
+    from dgl.nn.pytorch import GraphConv
+    torch.manual_seed(0)
+    half = random_edges(N, 20)
+    edge_index = torch.unique(torch.cat([half, half.flip(0)], 1), dim=1)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    theirs = GraphConv(in_channels, 7).double()
+    ours = U.GCNConv(in_channels, 7).double()
+    with torch.no_grad():
+        torch.nn.init.normal_(theirs.bias)
+        ours.lin.weight.copy_(theirs.weight.t())
+        ours.bias.copy_(theirs.bias)
+    looped = dgl.add_self_loop(dgl.graph((edge_index[0], edge_index[1]), num_nodes=N))
+    x = torch.randn(N, in_channels, dtype=torch.float64)
+    x_ours, x_theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, expected = ours(x_ours, edge_index), theirs(looped, x_theirs)
+    torch.testing.assert_close(out, expected, rtol=1e-7, atol=1e-9)
+    grad = torch.randn(out.shape, dtype=torch.float64)
+    out.backward(grad)
+    expected.backward(grad)
+    for a, b in ((x_ours.grad, x_theirs.grad), (ours.lin.weight.grad, theirs.weight.grad.t()),
+                 (ours.bias.grad, theirs.bias.grad)):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
