@@ -719,7 +719,7 @@ def port_user_arxiv(libs, sizes: Sizes) -> list[tuple[str, list[Contestant]]]:
         entries = list(adjacencies)
         if dgl is not None:
             entries.append(("dgl", "dgl", dgl_looped if kind in ("gcn", "gat") else dgl_g))
-        entries.insert(1, (OPT_IN, "unigraph", ds.graph.edge_index))
+        entries.insert(1, (OPT_IN, "unigraph", adjacencies[0][2]))   # the unigraph row's own edge_index
         for name, library, adj in entries:
             torch.manual_seed(sizes.seed)
             model = Model(library, drop=unigraph_dropout if name == OPT_IN else F.dropout)
