@@ -74,3 +74,19 @@ def assert_static_is_each_copy(conv: torch.nn.Module, x: torch.Tensor, *args, ed
     grad_each, = torch.autograd.grad((expected * weight).sum(), x_each)
     torch.testing.assert_close(grad_all, grad_each, **TOL)
     return out.detach()
+
+
+def assert_same_as_peer(ours, theirs, x: torch.Tensor, params, tol=None) -> None:
+    """``ours(x)`` and ``theirs(x)`` (callables over fresh copies of ``x``) give the same output and,
+    for one random output gradient, the same gradient of ``x`` and of each ``(ours, theirs)``
+    parameter pair (a callable ``theirs`` maps the peer's gradient to our layout)."""
+    tol = tol or dict(rtol=1e-7, atol=1e-9)
+    x_ours, x_theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, expected = ours(x_ours), theirs(x_theirs)
+    torch.testing.assert_close(out, expected, **tol)
+    grad = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(1))
+    out.backward(grad)
+    expected.backward(grad)
+    torch.testing.assert_close(x_ours.grad, x_theirs.grad, **tol)
+    for mine, peer in params:
+        torch.testing.assert_close(mine.grad, peer() if callable(peer) else peer.grad, **tol)

@@ -62,7 +62,7 @@ def test_quick_run_reports_each_port_asked(tmp_path, chosen):
             assert c["met"] == (c["train_speedup"] >= c["target"])
             assert c["counted"] == (c["ours"] == "unigraph" and c["kind"] == "eager")
     with_opt_in = {e["port"] for e in result["results"] if ports.OPT_IN in {r["impl"] for r in e["rows"]}}
-    assert with_opt_in == {"pyg_gcn", "pyg_gat", "dgl_gcn", "dgl_gat", "dgl_sage"} & set(chosen)
+    assert with_opt_in == {"pyg_gcn", "pyg_gat", "dgl_gcn", "dgl_gat", "dgl_sage", "user_arxiv"} & set(chosen)
     env = result["environment"]
     assert env["versions"]["torch"] and env["machine"]["cpu_count"]
     assert "--quick smoke run: not a measurement" in markdown and "Versions:" in markdown

@@ -33,7 +33,29 @@ def test_either_order_is_the_dense_formula(in_ch, out_ch, weighted):
     expected = _dense_gcn(edge_index, 6, x, conv.lin.weight, conv.bias, ew)
     torch.testing.assert_close(out, expected)
     grad = torch.randn(out.shape, dtype=torch.float64, generator=gen)
-    got = torch.autograd.grad(out, (x, conv.lin.weight), grad)
-    want = torch.autograd.grad(expected, (x, conv.lin.weight), grad)
+    got = torch.autograd.grad(out, (x, conv.lin.weight, conv.bias), grad)
+    want = torch.autograd.grad(expected, (x, conv.lin.weight, conv.bias), grad)
     for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_aggregate_first_with_the_bias_in_the_pooled_product(bias):
+    """Outputs large enough for the pooled projection (its addmm carries the bias when the layer
+    aggregates first): the dense formula, values and gradients of x, weight and bias."""
+    gen = torch.Generator().manual_seed(7)
+    n, in_ch, out_ch = 1100, 16, 512            # 1100 x 512 float64 = 4.3 MiB: pooled
+    edge_index = torch.randint(0, n, (2, 5000), generator=gen)
+    conv = GCNConv(in_ch, out_ch, bias=bias).double()
+    if bias:
+        torch.nn.init.normal_(conv.bias, generator=gen)
+    x = torch.randn(n, in_ch, dtype=torch.float64, generator=gen, requires_grad=True)
+    out = conv(x, edge_index)
+    zero = torch.zeros(out_ch, dtype=torch.float64)
+    expected = _dense_gcn(torch.cat([edge_index[:, edge_index[0] != edge_index[1]]], 1), n, x, conv.lin.weight,
+                          conv.bias if bias else zero, None)
+    torch.testing.assert_close(out, expected)
+    params = (x, conv.lin.weight) + ((conv.bias,) if bias else ())
+    grad = torch.randn(out.shape, dtype=torch.float64, generator=gen)
+    for a, b in zip(torch.autograd.grad(out, params, grad), torch.autograd.grad(expected, params, grad)):
         torch.testing.assert_close(a, b)

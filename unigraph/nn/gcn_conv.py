@@ -133,7 +133,8 @@ class GCNConv(MessagePassing):
         if self.normalize:
             g, edge_weight = self._normalized(g, edge_weight, h.dtype, call.form)
         out = self.propagate(g, x=h, edge_weight=edge_weight)
-        out = linear(out, self.lin.weight) if aggregate_first else out
+        if aggregate_first:  # the bias rides in the product (addmm): no separate pass over the wide output
+            return linear(out, self.lin.weight, self.bias)
         return out + self.bias if self.bias is not None else out
 
     def _square(self, g: Graph, form: str) -> Graph:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import unigraph.nn as U
-from pyg_compare import TOL, assert_same, loaded, random_edges
+from pyg_compare import TOL, assert_same, assert_same_as_peer, loaded, random_edges
 
 pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference for these tests (test extra)")
 
@@ -84,3 +84,25 @@ def test_non_square_adjacency_refused_in_pygs_form():
             conv(x.expand(2, N, IN), graph)
     assert conv(unigraph.Graph(edge_index, num_src_nodes=N, num_dst_nodes=4), x).shape == (4, OUT)
     assert U.GCNConv(IN, OUT, normalize=False)(x, EdgeIndex(edge_index, sparse_size=(N, 4))).shape == (4, OUT)
+
+
+@pytest.mark.parametrize("in_channels", [3, IN, 9])  # aggregates first (bias in the product) / projects first
+def test_gcn_matches_dgl_graphconv_on_a_symmetric_graph(in_channels, dgl):
+    """The user_arxiv model's layer: on a symmetric graph (where DGL's out-degree of a source is its
+    in-degree) GCNConv equals DGL's GraphConv on the graph with one self-loop per node, values and
+    every gradient (float64)."""
+    from dgl.nn.pytorch import GraphConv
+    torch.manual_seed(0)
+    half = random_edges(N, 20)
+    edge_index = torch.unique(torch.cat([half, half.flip(0)], 1), dim=1)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    theirs = GraphConv(in_channels, 7).double()
+    ours = U.GCNConv(in_channels, 7).double()
+    with torch.no_grad():
+        torch.nn.init.normal_(theirs.bias)
+        ours.lin.weight.copy_(theirs.weight.t())
+        ours.bias.copy_(theirs.bias)
+    looped = dgl.add_self_loop(dgl.graph((edge_index[0], edge_index[1]), num_nodes=N))
+    assert_same_as_peer(lambda x: ours(x, edge_index), lambda x: theirs(looped, x),
+                        torch.randn(N, in_channels, dtype=torch.float64),
+                        [(ours.lin.weight, lambda: theirs.weight.grad.t()), (ours.bias, theirs.bias)])

@@ -7,7 +7,7 @@ import torch
 
 import unigraph.nn as U
 from unigraph.nn import aggr as our_aggr
-from pyg_compare import assert_same, loaded, random_edges
+from pyg_compare import assert_same, assert_same_as_peer, loaded, random_edges
 
 pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference for these tests (test extra)")
 
@@ -157,3 +157,25 @@ def test_static_graph_is_each_feature_set_alone(aggr):
 def test_static_graph_needs_a_square_graph():
     with pytest.raises(ValueError, match="need a square graph"):
         U.SAGEConv(IN, OUT)(torch.randn(2, N, IN), random_edges(N, 30, num_dst=4), size=(N, 4))
+
+
+@pytest.mark.parametrize("in_channels", [3, IN, 9])  # aggregate, then both products / project both first
+def test_sage_mean_matches_dgl_mean(in_channels, dgl):
+    """The user_arxiv model's layer: SAGEConv("mean") equals DGL's with the same weights, values and
+    every gradient (float64), on both of the layer's fast paths."""
+    from dgl.nn.pytorch import SAGEConv as DGLSAGEConv
+    out_channels = 6
+    torch.manual_seed(0)
+    theirs = DGLSAGEConv(in_channels, out_channels, "mean").double()
+    ours = U.SAGEConv(in_channels, out_channels).double()
+    with torch.no_grad():
+        torch.nn.init.normal_(theirs.fc_self.bias)
+        ours.lin_l.weight.copy_(theirs.fc_neigh.weight)
+        ours.lin_r.weight.copy_(theirs.fc_self.weight)
+        ours.lin_l.bias.copy_(theirs.fc_self.bias)
+    edge_index = edges(2, 70)
+    g = dgl.graph((edge_index[0], edge_index[1]), num_nodes=N)
+    assert_same_as_peer(lambda x: ours(x, edge_index), lambda x: theirs(g, x),
+                        torch.randn(N, in_channels, dtype=torch.float64),
+                        [(ours.lin_l.weight, theirs.fc_neigh.weight), (ours.lin_r.weight, theirs.fc_self.weight),
+                         (ours.lin_l.bias, theirs.fc_self.bias)])
