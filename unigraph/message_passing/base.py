@@ -187,6 +187,12 @@ class MessagePassing(torch.nn.Module):
             raise RuntimeError(f"{type(self).__name__} has not propagated yet; call it once, then explain()")
         return self._last_plan
 
+    def propagates_default_hooks(self) -> bool:
+        """Whether ``propagate`` runs the default ``message`` (``x_j``), ``update`` and
+        ``aggregate`` as they are now (as of the last call's reading of the hooks): its output at a
+        destination without in-edges is then the constant of the aggregation, depending on no input."""
+        return self._copies_x and not _overrides(self, "aggregate")
+
     def _copy_propagate(self, g: Graph, x: Tensor, who: str) -> Tensor:
         """The default ``message`` (``x_j``) and ``update`` with ``aggregate`` not overridden: the
         fused path's one ``copy_u`` g-SpMM, without its trace lookup, interpreter and random-state

@@ -202,7 +202,10 @@ class SAGEConv(MessagePassing):
         root = linear(x_dst, self.lin_r.weight, self.lin_l.bias)
         if torch.is_autocast_enabled(aggregated.device.type):  # in-place ops are not autocast: let addmm cast
             return torch.addmm(root, aggregated, self.lin_l.weight.t())
-        rows = rows_with_messages(g, aggregated, self.lin_l.weight)
+        # only for the default hooks: an update hook could give rows without in-edges zero values
+        # that still depend on its parameters (a bias initialised to zeros), whose gradient the
+        # skipped rows would drop
+        rows = rows_with_messages(g, aggregated, self.lin_l.weight) if self.propagates_default_hooks() else None
         if rows is not None:
             return _AddProjectedRows.apply(root, aggregated, self.lin_l.weight, rows)
         return root.addmm_(aggregated, self.lin_l.weight.t())  # root is this call's own fresh tensor

@@ -99,6 +99,28 @@ def test_an_update_hook_that_fills_the_rows_is_seen(monkeypatch):
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_an_update_hook_with_a_zero_initialised_parameter_keeps_its_gradient(monkeypatch):
+    # rows without in-edges are 0 + 0 = 0 (the check on values passes) yet depend on the parameter:
+    # the skipped rows' product would drop their share of its gradient; hooks keep the full product
+    class WithExtraBias(U.SAGEConv):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.extra = torch.nn.Parameter(torch.zeros(IN, dtype=torch.float64))
+
+        def update(self, aggr_out):
+            return aggr_out + self.extra
+
+    torch.manual_seed(5)
+    conv = WithExtraBias(IN, OUT).double()
+    x = torch.randn(N, IN, dtype=torch.float64, requires_grad=True)
+    calls = []
+    monkeypatch.setattr(sage_conv, "rows_with_messages", lambda *a: calls.append(a) or REAL(*a))
+    out = conv(x, batch_edges(5))
+    (grad,) = torch.autograd.grad(out.sum(), conv.extra)
+    torch.testing.assert_close(grad, conv.lin_l.weight.sum(0) * N, rtol=1e-12, atol=1e-12)
+    assert not calls                                # not even asked: the hooks are not the defaults
+
+
 def test_edge_index_changed_in_place_between_calls(monkeypatch):
     conv, x = make(3)
     edge_index = batch_edges(3)
