@@ -281,6 +281,7 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
             "partition", "--chunked", str(graph), "--parts", str(args.parts), "--out", str(metis), "--method", "metis",
             "--chunk-mib", str(args.chunk_mib)], logs / f"metis-{nodes}.log")
         out["partition_metis"].update(_partition_report(metis))
+        out.save()
         shutil.rmtree(metis, ignore_errors=True)
     if "generate" in earlier and "generate" not in out:
         out["generate"] = earlier["generate"]
@@ -292,6 +293,7 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
             "--workers", str(args.workers), "--chunk-mib", str(args.chunk_mib), "--no-eids"],
             logs / f"partition-{nodes}.log")
         out["partition"].update(_partition_report(parts))
+        out.save()
     child = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", "--graph", str(graph),
              "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--fanouts",
              ",".join(map(str, args.fanouts)), "--cache-rows", str(args.cache_rows), "--threads", str(args.threads),
