@@ -16,13 +16,22 @@ from unigraph.train.distributed import init_distributed, shutdown
 FAIL_AT_STEP = 3
 
 
+def write_pid(path) -> None:
+    """This process's pid in ``path``, whole or not at all (written aside, then renamed): a peer
+    waiting for the file must not read it created but still empty."""
+    path = Path(path)
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    aside.write_text(str(os.getpid()))
+    os.replace(aside, path)
+
+
 def faulty_rank(mode: str, victim: int, folder: str) -> int:
     """All-reduces in a loop; at step 3 rank ``victim`` fails as ``mode`` says ("raise",
     "sigkill", "exit" = ``os._exit(3)``, "sigstop"), after writing the time to ``folder/failed_at``. Each rank
     writes its pid to ``folder/rank<r>.pid``. The ``finally: shutdown()`` is the pattern that
     used to stall the job: a barrier on the failed rank while the others wait in an all-reduce."""
     context = init_distributed(timeout=120)   # far longer than the tests allow: nobody may wait for it
-    (Path(folder) / f"rank{context.rank}.pid").write_text(str(os.getpid()))
+    write_pid(Path(folder) / f"rank{context.rank}.pid")
     try:
         for step in range(1000):
             if context.rank == int(victim) and step == FAIL_AT_STEP:
@@ -45,7 +54,7 @@ def killed_then_blamed(folder: str) -> None:
     """No process group: rank 0 writes its pid and SIGKILLs itself; rank 1 waits until rank 0 has
     died, then raises an error of its own (not recognizably a lost peer). Rank 0 died first."""
     rank = int(os.environ["RANK"])
-    (Path(folder) / f"rank{rank}.pid").write_text(str(os.getpid()))
+    write_pid(Path(folder) / f"rank{rank}.pid")
     if rank == 0:
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -67,7 +76,7 @@ def waiting_rank(folder: str) -> None:
     """Joins the job, writes its pid to ``folder/rank<r>.pid`` and waits in a collective that never
     completes (rank 0 sleeps instead): only the end of its launcher can end it."""
     context = init_distributed(timeout=600)
-    (Path(folder) / f"rank{context.rank}.pid").write_text(str(os.getpid()))
+    write_pid(Path(folder) / f"rank{context.rank}.pid")
     if context.rank == 0:
         time.sleep(600)
     dist.all_reduce(torch.ones(1))

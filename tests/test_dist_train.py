@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from dist_helpers import write_pid
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
 from unigraph.distributed.job import DistJobSpec, build_model, join_job, make_trainer, run_partitioned_job
@@ -203,7 +204,7 @@ class DyingServer:
 
 
 def failing_run(spec: DistJobSpec, mode: str, marker: str) -> None:
-    pathlib.Path(f"{marker}.pid{os.environ['RANK']}").write_text(str(os.getpid()))
+    write_pid(f"{marker}.pid{os.environ['RANK']}")
     with join_job(spec) as process:
         if mode == "owner" and process.role.is_server and process.role.machine == 1:
             serve(DyingServer(process.server, marker, after=5))
