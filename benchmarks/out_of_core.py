@@ -136,6 +136,13 @@ def run_phase(name: str, command: list[str], log: pathlib.Path) -> dict:
     return result
 
 
+def run_child_phase(name: str, command: list[str], log: pathlib.Path) -> dict:
+    """:func:`run_phase` of one of this script's own ``--child`` phases, with what the child printed
+    (its last stdout line, JSON) added to the measurements."""
+    result = run_phase(name, command, log)
+    return {**result, **json.loads(result["stdout"].strip().splitlines()[-1])}
+
+
 # ---------------------------------------------------------------------------------------------- phases run as children
 def _train_config(args):
     from unigraph.train import TrainConfig
@@ -245,9 +252,6 @@ class _Progress(dict):
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
-        self.save()
-
-    def save(self) -> None:
         self.path.write_text(json.dumps(self, indent=1, default=str))
 
 
@@ -277,41 +281,31 @@ def run_size(args, nodes: int, work: pathlib.Path, logs: pathlib.Path) -> dict:
                     "features_gib": round(chunked.nbytes("x") / 2 ** 30, 3)}
     if nodes <= args.metis_max_nodes:
         metis = work / f"metis-{nodes}"
-        out["partition_metis"] = run_phase("partition (METIS, in memory)", UNIGRAPH + [
+        out["partition_metis"] = {**run_phase("partition (METIS, in memory)", UNIGRAPH + [
             "partition", "--chunked", str(graph), "--parts", str(args.parts), "--out", str(metis), "--method", "metis",
-            "--chunk-mib", str(args.chunk_mib)], logs / f"metis-{nodes}.log")
-        out["partition_metis"].update(_partition_report(metis))
-        out.save()
+            "--chunk-mib", str(args.chunk_mib)], logs / f"metis-{nodes}.log"), **_partition_report(metis)}
         shutil.rmtree(metis, ignore_errors=True)
     if "generate" in earlier and "generate" not in out:
         out["generate"] = earlier["generate"]
     if not args.skip_partitions and "partition" in earlier and (parts / "partitions.json").is_file():
         out["partition"] = earlier["partition"]   # --reuse: the set this run trains on, measured when it was made
     elif not args.skip_partitions:
-        out["partition"] = run_phase("partition (LDG, streaming)", UNIGRAPH + [
+        out["partition"] = {**run_phase("partition (LDG, streaming)", UNIGRAPH + [
             "partition", "--chunked", str(graph), "--parts", str(args.parts), "--out", str(parts), "--method", "ldg",
             "--workers", str(args.workers), "--chunk-mib", str(args.chunk_mib), "--no-eids"],
-            logs / f"partition-{nodes}.log")
-        out["partition"].update(_partition_report(parts))
-        out.save()
+            logs / f"partition-{nodes}.log"), **_partition_report(parts)}
     child = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", "--graph", str(graph),
              "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--fanouts",
              ",".join(map(str, args.fanouts)), "--cache-rows", str(args.cache_rows), "--threads", str(args.threads),
              "--eval-batch-size", str(args.eval_batch_size)]
-    out["train_ooc"] = run_phase("train out of core (1 process)", child + ["--phase", "train-ooc"],
-                                 logs / f"ooc-{nodes}.log")
-    out["train_ooc"].update(json.loads(out["train_ooc"]["stdout"].strip().splitlines()[-1]))
-    out.save()
+    out["train_ooc"] = run_child_phase("train out of core (1 process)", child + ["--phase", "train-ooc"],
+                                       logs / f"ooc-{nodes}.log")
     if not args.skip_partitions:
-        out["train_parts"] = run_phase(f"train out of core ({args.parts} partitions)",
-                                       child[:3] + ["--graph", str(parts)] + child[5:] + ["--phase", "train-parts"],
-                                       logs / f"parts-{nodes}.log")
-        out["train_parts"].update(json.loads(out["train_parts"]["stdout"].strip().splitlines()[-1]))
-        out.save()
+        out["train_parts"] = run_child_phase(f"train out of core ({args.parts} partitions)",
+                                             child[:3] + ["--graph", str(parts)] + child[5:] + ["--phase", "train-parts"],
+                                             logs / f"parts-{nodes}.log")
     if nodes <= args.twin_max_nodes:
-        out["twin"] = run_phase("in-memory twin (Trainer)", child + ["--phase", "twin"], logs / f"twin-{nodes}.log")
-        out["twin"].update(json.loads(out["twin"]["stdout"].strip().splitlines()[-1]))
-    out.save()
+        out["twin"] = run_child_phase("in-memory twin (Trainer)", child + ["--phase", "twin"], logs / f"twin-{nodes}.log")
     for phase in out.values():
         if isinstance(phase, dict):
             phase.pop("stdout", None)

@@ -50,6 +50,7 @@ from unigraph.distributed.peers import control, wait
 from unigraph.distributed.sampler import DistNeighborSampler
 from unigraph.distributed.server import attach_table
 from unigraph.distributed.store import DistFeatureStore, DistGraph, rows_in_order
+from unigraph.storage.mapped import memory_status
 from unigraph.train.config import ALL_NEIGHBOURS, TrainConfig, check_fanouts
 from unigraph.train.early_stopping import EarlyStopping
 from unigraph.train.inference import layerwise_outputs, reach, sampled_batch_edges, table_rows
@@ -85,17 +86,9 @@ def peak_rss_bytes() -> int:
 
 def resident_parts() -> dict[str, int]:
     """This process's resident memory now by kind, bytes: ``RssAnon`` (private heap), ``RssShmem``
-    (touched pages of shared memory: the machine's partition, cache, tables), ``RssFile``."""
-    parts = {}
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                name, _, rest = line.partition(":")
-                if name in ("RssAnon", "RssShmem", "RssFile"):
-                    parts[name] = int(rest.split()[0]) * 1024
-    except OSError:   # not Linux: the peak (ru_maxrss) is still reported
-        pass
-    return parts
+    (touched pages of shared memory: the machine's partition, cache, tables), ``RssFile`` (empty
+    where ``/proc`` lacks them: the peak, ru_maxrss, is still reported)."""
+    return {name: value for name, value in memory_status().items() if name in ("RssAnon", "RssShmem", "RssFile")}
 
 
 def numpy_dtype(dtype: torch.dtype) -> str:

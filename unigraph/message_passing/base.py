@@ -167,8 +167,9 @@ class MessagePassing(torch.nn.Module):
         if not self.resolves_flow:
             g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
-        if self._copies_x and self.fuse and kwargs.keys() <= _COPY_KWARGS and not torch.compiler.is_compiling() \
-                and not _overrides(self, "aggregate"):   # per call: aggregate may be replaced after the hooks were read
+        # per call: aggregate may be replaced after the hooks were read
+        if self.propagates_default_hooks() and self.fuse and kwargs.keys() <= _COPY_KWARGS \
+                and not torch.compiler.is_compiling():
             x = kwargs.get("x")
             if isinstance(x, Tensor) and x.is_floating_point():
                 return self._copy_propagate(g, x, who)

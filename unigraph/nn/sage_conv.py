@@ -265,8 +265,9 @@ def rows_with_messages(g: Graph, aggregated: Tensor, weight: Tensor) -> int | No
     three quarters of them in a 2-hop GraphSAGE batch) no in-edges, yet ``conv(x, edge_index)``
     outputs a row for each. ``R`` is one past the last destination with an in-edge (from the in-CSR
     the aggregation built, kept on the graph); the rows from ``R`` on are then *checked* to be zero
-    (whatever the layer's message/update hooks do; ~1 ms per 10 MB), and ``weight`` to be finite
-    (``0 * inf`` would make them NaN in the full product)."""
+    (~1 ms per 10 MB), and ``weight`` to be finite (``0 * inf`` would make them NaN in the full
+    product). The caller asks only for the default hooks (:meth:`MessagePassing.propagates_default_hooks`):
+    zero values alone do not show that a row depends on no parameter."""
     if torch.compiler.is_compiling() or aggregated.dim() != 2 or aggregated.layout != torch.strided:
         return None
     rows = g.memo(("unigraph.nn", "rows_with_in_edges"), lambda: _last_row_with_edges(g))

@@ -39,10 +39,10 @@ def mapped_csr(graph: ChunkedGraph) -> InCSR:
             raise ValueError(f"{graph.directory} has no {name!r}: build the in-CSR first (`unigraph chunk csr`)")
     if graph.dtype("in_indices").itemsize != 8:
         raise ValueError(f"{graph.directory}: in_indices is {graph.dtype('in_indices')}; the samplers read int64 ids")
-    names = ("in_indptr", "in_indices", *(("in_eids",) if graph.has("in_eids") else ()))
-    for name in names:   # sampled nodes' neighbour lists are read in no order: no read-around per fault
-        graph.mapped(name).advise_random()
-    eids = graph.tensor("in_eids") if graph.has("in_eids") else torch.zeros(0, dtype=torch.int64)
+    with_eids = graph.has("in_eids")
+    for name in ("in_indptr", "in_indices", *(("in_eids",) if with_eids else ())):
+        graph.mapped(name).advise_random()   # neighbour lists are read in no order: no read-around per fault
+    eids = graph.tensor("in_eids") if with_eids else torch.zeros(0, dtype=torch.int64)
     return InCSR(graph.tensor("in_indptr"), graph.tensor("in_indices"), eids, graph.num_nodes)
 
 
