@@ -43,9 +43,17 @@ def _torch_sparse():
 
 
 def _csr_matrix(g: GraphTensors, values: Tensor) -> Tensor:
+    """The in-edges as a CSR matrix, ``num_dst`` rows or more: cuSPARSE refuses a matrix with more
+    stored entries than cells (a multigraph on few nodes: 2 edges 0 -> 0), so such a graph gets
+    empty rows appended until ``rows x num_src >= num_edges``; the caller keeps the first
+    ``num_dst`` rows of the product. Only graphs that small in one dimension pay for it."""
+    rows, ptr = g.num_dst, g.in_ptr
+    if g.num_edges > rows * g.num_src:
+        rows = -(-g.num_edges // g.num_src)
+        ptr = torch.cat([ptr, ptr[-1:].expand(rows - g.num_dst)])
     with warnings.catch_warnings():  # "sparse CSR support is in beta" is not news to us
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(g.in_ptr, g.in_src, values, size=(g.num_dst, g.num_src))
+        return torch.sparse_csr_tensor(ptr, g.in_src, values, size=(rows, g.num_src))
 
 
 def _all_finite(*tensors: Tensor | None) -> bool:
@@ -89,7 +97,7 @@ class SparseBackend(Backend):
             values = csr_weights[:, p].contiguous() if csr_weights is not None else None
             if reduce == "sum":
                 ones = values if values is not None else dense.new_ones(g.num_edges)
-                outs.append(torch.sparse.mm(_csr_matrix(g, ones), dense))
+                outs.append(torch.sparse.mm(_csr_matrix(g, ones), dense)[: g.num_dst])
             else:
                 kernel = torch.ops.torch_sparse.spmm_max if reduce == "max" else torch.ops.torch_sparse.spmm_min
                 out, slot = kernel(g.in_ptr, g.in_src, values, dense)  # slot: CSR position, E if none

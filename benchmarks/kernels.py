@@ -478,8 +478,13 @@ def measure_case(args, g: unigraph.Graph, peer_graph: PeerGraph, op: str, width:
             continue
         runs[impl] = run
     sync = (lambda: synchronize(device)) if device.type == "cuda" else None
-    timings = interleaved(runs, args.repeats, warmup=1 if args.min_run_ms > 0 else 0,
-                          min_run_s=args.min_run_ms / 1e3, sync=sync)
+    try:
+        timings = interleaved(runs, args.repeats, warmup=1 if args.min_run_ms > 0 else 0,
+                              min_run_s=args.min_run_ms / 1e3, sync=sync)
+    except implementation_errors() as err:  # a later call failed (the first ones passed): the case is lost, not the run
+        out["errors"]["timed runs"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        print(f"  [timed runs] {op} {mode}: {out['errors']['timed runs']}", file=sys.stderr)
+        return out
     for impl, timing in timings.items():
         out["runs_ms"][impl] = [round(r, 4) for r in timing.runs_ms]
         out["timings_ms"][impl] = round(timing.min_ms, 4)

@@ -89,13 +89,35 @@ def test_ingest_turns_the_folder_into_results_constants_and_readme_rows(dry_run,
     assert outside.sub("", after) == outside.sub("", before), "only the generated block changes"
 
 
+def test_ingest_takes_extra_suites_of_the_same_gpu_into_the_fit_and_refuses_others(dry_run, tmp_path):
+    suite = json.loads((dry_run / "kernels.json").read_text())["suite"]
+    extra = tmp_path / "kernels_cuda_dense.json"
+    extra.write_text(json.dumps(suite))
+    targets = ["--allow-dry-run", "--results-dir", str(tmp_path / "results"), "--constants",
+               str(tmp_path / "constants.json"), "--readme", str(tmp_path / "README.md")]
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    ingest.main([str(dry_run), "--extra-suite", str(extra)] + targets)
+    fitted_on = [entry["file"] for entry in json.loads((tmp_path / "constants.json").read_text())["fitted_on"]]
+    assert [pathlib.Path(f).name for f in fitted_on] == ["kernels_cuda.json", "kernels_cuda_dense.json"]
+    assert "Held out across the suites" in (tmp_path / "results" / "selector_crossval_cuda.md").read_text()
+    assert "`kernels_cuda_dense.md`" in (tmp_path / "README.md").read_text()
+    wrong_name = tmp_path / "dense.json"
+    wrong_name.write_text(json.dumps(suite))
+    other_gpu = tmp_path / "kernels_cuda_other.json"
+    other_gpu.write_text(json.dumps({**suite, "machine": {**suite["machine"], "device": "cuda", "gpu": "another GPU"}}))
+    for path, message in ((wrong_name, "expected a kernels_cuda_"), (other_gpu, "measured on another GPU")):
+        with pytest.raises(SystemExit, match=message):
+            ingest.main([str(dry_run), "--extra-suite", str(path)] + targets)
+
+
 def test_committed_gpu_constants_refit_exactly():
     """Once a GPU run is committed: its constants are what the committed suite gives."""
     committed = ROOT / "backends" / "cost_constants_cuda.json"
     if not committed.exists():
         pytest.skip("no GPU run committed yet (backends/cost_constants_cuda.json)")
-    source = "benchmarks/results/kernels_cuda.json"
-    refit = cost_fit.fit_gpu_constants([json.loads((ROOT / source).read_text())], [source])
+    sources = [entry["file"] for entry in json.loads(committed.read_text())["fitted_on"]]
+    assert sources[0] == "benchmarks/results/kernels_cuda.json"
+    refit = cost_fit.fit_gpu_constants([json.loads((ROOT / source).read_text()) for source in sources], sources)
     assert cost_fit.render(refit) == committed.read_text()
 
 

@@ -155,6 +155,20 @@ def test_feature_store_gathers_rows_and_caches_the_highest_degree_nodes(dataset)
         store.cache_hot_nodes(degrees, 601, "cpu")
 
 
+def test_feature_store_on_another_device_gathers_there_and_refuses_what_needs_the_cpu(dataset):
+    # a graph sampled on a GPU without workers takes its features where they are (the GPU run's
+    # mini-batch found "keeps features in CPU memory" here); "meta" stands in for that device
+    store = NodeFeatureStore(dataset.x.to("meta"))
+    rows = store.gather(torch.tensor([5, 0]))
+    assert rows.device.type == "meta" and rows.shape == (2,) + tuple(dataset.x.shape[1:])
+    with pytest.raises(ValueError, match="shared CPU memory; these are on meta"):
+        store.share_memory_()
+    with pytest.raises(ValueError, match="already on meta"):
+        store.cache_hot_nodes(dataset.graph, 10, "cpu")
+    with pytest.raises(ValueError, match="shared CPU memory; these are on meta"):
+        NodeLoader(dataset.graph, torch.arange(600), NeighborSampler([3]), features=dataset.x.to("meta"), num_workers=1)
+
+
 def test_loader_with_a_device_cache_gathers_the_same_features(dataset):
     store = NodeFeatureStore(dataset.x).cache_hot_nodes(dataset.graph, 100, "cpu")
     cached = NodeLoader(dataset.graph, torch.arange(600), NeighborSampler([3]), batch_size=100, features=store,

@@ -12,7 +12,7 @@ saved; a missing one, nothing):
 * ``benchmarks/results/selector_crossval_cuda.md``: the GPU cost model's held-out regret and
   auto-tune's measurements on held-out graphs;
 * ``backends/cost_constants_cuda.json``: the GPU cost model fitted to the committed
-  ``kernels_cuda.json`` (:func:`unigraph.benchmarking.cost_fit.fit_gpu_constants`; ``auto`` reads it
+  ``kernels_cuda.json`` and any ``--extra-suite`` results (committed beside it) (:func:`unigraph.benchmarking.cost_fit.fit_gpu_constants`; ``auto`` reads it
   from then on, and ``tests/test_gpu_run.py`` checks that it refits exactly);
 * the README's GPU rows, between ``<!-- gpu-results:begin`` and ``<!-- gpu-results:end -->``.
 
@@ -51,7 +51,33 @@ def compact_tests(tests: dict | None) -> dict | None:
     return {**{k: v for k, v in tests.items() if k != "parts"}, "parts": parts}
 
 
-def readme_block(files: dict) -> str:
+PEER_NAMES = {"torch_native": "torch scatter", "torch_sparse_csr": "cuSPARSE", "pyg": "PyG",
+              "pyg_compiled": "PyG compiled"}
+
+
+def suite_rows(suite: dict, file: str) -> list[str]:
+    """The README rows of one kernel suite's targets (g-SpMM vs floor and peers, fused GAT vs PyG)."""
+    out = []
+    g = summary.gspmm_targets(suite)
+    within = [r for r in g if r["x_floor"] is not None and r["x_floor"] <= summary.FLOOR_TARGET]
+    ahead = [r for r in g if r["vs_peer"] is None or r["vs_peer"] >= 1.0]
+    out.append(f"| Triton g-SpMM (copy_u/sum, u_mul_e/sum) at mean in-degree "
+               f"{', '.join(str(d) for d in sorted({r['degree'] for r in g}))}: within {summary.FLOOR_TARGET}x of the "
+                f"bandwidth floor in {len(within)} of {len(g)} cases, at least as fast as the best peer ("
+                f"{', '.join(PEER_NAMES.get(p, p) for p in suite['implementations']['peers'])}) in {len(ahead)} of "
+                f"{len(g)}; device copy "
+                f"{suite.get('bandwidth_gbps_used')} GB/s | `{file}` | "
+                f"{'met' if g and all(r['met'] for r in g) else 'not met everywhere'} |")
+    a = summary.gat_targets(suite)
+    if a:
+        speedups = sorted(r["speedup_vs_pyg"] for r in a if r["speedup_vs_pyg"])
+        out.append(f"| fused GAT forward+backward vs PyG: faster in {sum(r['met'] for r in a)} of {len(a)} cases"
+                    + (f" (PyG / ours {speedups[0]:.2f}x to {speedups[-1]:.2f}x)" if speedups else "")
+                    + f" | `{file}` | {'met' if all(r['met'] for r in a) else 'not met everywhere'} |")
+    return out
+
+
+def readme_block(files: dict, extras: list[tuple[str, dict]] = ()) -> str:
     """The README's GPU rows: one line per target, each naming its file in ``benchmarks/results``."""
     env = files.get("environment") or {}
     device = (env.get("device") or {}).get("name", "?")
@@ -70,22 +96,9 @@ def readme_block(files: dict) -> str:
         rows.append("| tests on CUDA (every backend x float64/32/16/bfloat16 vs float64 references, GPU-marked "
                     "tests): " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f" | `gpu_run_cuda.md` | "
                     f"{'all pass' if not counts.get('failed') and not counts.get('error') else 'FAILURES'} |")
-    suite = summary.suite_of(files)
-    if suite and suite.get("cases"):
-        g = summary.gspmm_targets(suite)
-        within = [r for r in g if r["x_floor"] is not None and r["x_floor"] <= summary.FLOOR_TARGET]
-        ahead = [r for r in g if r["vs_peer"] is None or r["vs_peer"] >= 1.0]
-        rows.append(f"| Triton g-SpMM (copy_u/sum, u_mul_e/sum) per density: within {summary.FLOOR_TARGET}x of the "
-                    f"bandwidth floor in {len(within)} of {len(g)} cases, at least as fast as the best peer (cuSPARSE, "
-                    f"PyG, PyG compiled) in {len(ahead)} of {len(g)}; device copy "
-                    f"{suite.get('bandwidth_gbps_used')} GB/s | `kernels_cuda.md` | "
-                    f"{'met' if g and all(r['met'] for r in g) else 'not met everywhere'} |")
-        a = summary.gat_targets(suite)
-        if a:
-            speedups = sorted(r["speedup_vs_pyg"] for r in a if r["speedup_vs_pyg"])
-            rows.append(f"| fused GAT forward+backward vs PyG: faster in {sum(r['met'] for r in a)} of {len(a)} cases"
-                        + (f" (PyG / ours {speedups[0]:.2f}x to {speedups[-1]:.2f}x)" if speedups else "")
-                        + f" | `kernels_cuda.md` | {'met' if all(r['met'] for r in a) else 'not met everywhere'} |")
+    for name, suite in [("kernels_cuda", summary.suite_of(files))] + list(extras):
+        if suite and suite.get("cases"):
+            rows += suite_rows(suite, f"{name}.md")
     tuning = files.get("tuning") or {}
     regret = (tuning.get("auto_tune") or {}).get("regret") or {}
     if regret:
@@ -122,12 +135,54 @@ def replace_block(text: str, block: str, path: pathlib.Path) -> str:
     return pattern.sub(lambda _: f"{header}\n{block}\n{END}", text, count=1)
 
 
+def relative(path: pathlib.Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path.resolve())
+
+
+def check_extras(extras: list[tuple[str, dict]], suite: dict) -> list[tuple[str, dict]]:
+    """The extra suites, refused unless each is a kernels_cuda_* result of the run's GPU."""
+    device = lambda r: (r.get("machine") or {}).get("gpu") or (r.get("machine") or {}).get("device")  # noqa: E731
+    for name, result in extras:
+        if not name.startswith("kernels_cuda_") or not result.get("cases"):
+            raise SystemExit(f"--extra-suite {name}: expected a kernels_cuda_*.json kernel-suite result with cases")
+        if device(result) != device(suite):
+            raise SystemExit(f"--extra-suite {name}: measured on {device(result)}, the run on {device(suite)}")
+    return extras
+
+
+def held_out_tables(suites: list[tuple[str, dict]]) -> list[str]:
+    """The GPU model fitted on the run's suite and scored on the extra suites (other densities),
+    and back; then fitted on one graph kind of all the suites together, scored on the other."""
+    from unigraph.backends import cost_model
+    from unigraph.benchmarking import cost_fit
+    first, rest = suites[0][1], [r for _, r in suites[1:]]
+    candidates = [b for b in first["implementations"]["unigraph"] if b in cost_model.GPU_BACKENDS]
+
+    def tables(results):
+        return {cost_fit.TABLES[mode]: cost_fit.fit_gpu_table(results, mode) for mode in cost_fit.TABLES}
+    extra_cases = [c for r in rest for c in r["cases"]]
+    names = ", ".join(f"`{n}.json`" for n, _ in suites[1:])
+    out = ["## Held out across the suites", "",
+           f"The committed constants are fitted to `kernels_cuda.json` and {names} together.", ""]
+    out += cost_fit.scored(extra_cases, candidates, tables([first]), f"fitted on kernels_cuda.json, scored on {names}")
+    out += cost_fit.scored(first["cases"], candidates, tables(rest), f"fitted on {names}, scored on kernels_cuda.json")
+    out.append(cost_fit.crossval_gpu({**first, "cases": first["cases"] + extra_cases}))
+    return out + [""]
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=pathlib.Path, help="the GPU run's folder")
     parser.add_argument("--results-dir", type=pathlib.Path, help="default benchmarks/results")
     parser.add_argument("--constants", type=pathlib.Path, help="default backends/cost_constants_cuda.json")
     parser.add_argument("--readme", type=pathlib.Path, help="default README.md")
+    parser.add_argument("--extra-suite", type=pathlib.Path, action="append", default=[], metavar="JSON",
+                        help="a further kernels.py result (named kernels_cuda_*.json) measured on the same GPU in the "
+                             "same lease, e.g. the densities the run's budget left out: committed beside "
+                             "kernels_cuda.json, part of the GPU constants' fit and of the held-out tables")
     parser.add_argument("--allow-dry-run", action="store_true",
                         help="accept a dry run's folder (tests), only with every target given")
     args = parser.parse_args(argv)
@@ -151,21 +206,24 @@ def main(argv=None) -> list[pathlib.Path]:
     from unigraph.benchmarking.output import write_json, write_text
     results, written = args.results_dir, []
     suite = summary.suite_of(files)
+    extras = [(path.stem, json.loads(path.read_text())) for path in args.extra_suite]
+    held_out_md = []
     if suite and suite.get("cases"):
         from benchmarks import kernels
-        kernels_json = results / "kernels_cuda.json"
-        write_json(kernels_json, suite)
-        kernels.write_markdown(suite, results / "kernels_cuda.md")
-        kernels.write_plot(suite, results / "kernels_cuda.png")
-        written += [kernels_json, results / "kernels_cuda.md", results / "kernels_cuda.png"]
-        try:
-            source = str(kernels_json.resolve().relative_to(REPO_ROOT))
-        except ValueError:
-            source = str(kernels_json.resolve())
-        constants = cost_fit.fit_gpu_constants([json.loads(kernels_json.read_text())], [source],
+        suites = [("kernels_cuda", suite)] + check_extras(extras, suite)
+        sources = []
+        for name, result in suites:
+            write_json(results / f"{name}.json", result)
+            kernels.write_markdown(result, results / f"{name}.md")
+            kernels.write_plot(result, results / f"{name}.png")
+            written += [results / f"{name}{ext}" for ext in (".json", ".md", ".png")]
+            sources.append(relative(results / f"{name}.json"))
+        constants = cost_fit.fit_gpu_constants([result for _, result in suites], sources,
                                                require_gpu=not args.allow_dry_run)
         write_text(args.constants, cost_fit.render(constants))
         written.append(args.constants)
+        if len(suites) > 1:
+            held_out_md = held_out_tables(suites)
     else:
         print(f"no kernel-suite cases in {args.out}: kernels_cuda.* and the GPU constants are left as they are")
     record = {"run": files["run"], "environment": files.get("environment"), "tests": compact_tests(files.get("tests")),
@@ -178,11 +236,11 @@ def main(argv=None) -> list[pathlib.Path]:
                 f"From `{args.out}` (python -m benchmarks.gpu.ingest). Fitted on one graph kind of the GPU kernel "
                 "suite, scored on the other; then auto-tune's measurements on graphs the suite never saw.", "",
                 (tuning.get("cost_fit") or {}).get("crossval_md") or "(no fit: the kernels step left no cases)", "",
-                (tuning.get("auto_tune") or {}).get("regret_md") or "(no auto-tune measurements)", ""]
+                (tuning.get("auto_tune") or {}).get("regret_md") or "(no auto-tune measurements)", ""] + held_out_md
     write_text(results / "selector_crossval_cuda.md", "\n".join(crossval))
     written += [results / "gpu_run_cuda.json", results / "gpu_run_cuda.md", results / "selector_crossval_cuda.md"]
     readme = args.readme.read_text()
-    write_text(args.readme, replace_block(readme, readme_block(files), args.readme))
+    write_text(args.readme, replace_block(readme, readme_block(files, extras), args.readme))
     written.append(args.readme)
     for path in written:
         print(f"wrote {path}")

@@ -142,8 +142,11 @@ def spmm_edge(src: Tensor, dst: Tensor, num_dst: int, op: str, reduce: str, u: T
             ACC=accumulator(like.dtype), BLOCK_F=block_f,
             INDEX_64=needs_int64(num_dst * width, num_edges * width, u2.numel() if u2 is not None else 0,
                                  e2.numel() if e2 is not None else 0))
+        # arg_e_ptr is in RESTORE: the autotuner copies it back after each trial, so its placeholder
+        # must be a scratch tensor of its own (a copy into src would bump the graph's version).
+        unused_arg_e = arg_e if arg_e is not None else torch.empty(1, dtype=torch.int64, device=like.device)
         args = (src, dst, pointer_or(u2, acc), pointer_or(e2, acc), pointer_or(u_off, src), pointer_or(e_off, src),
-                acc, pointer_or(arg_e, src), num_edges, width,
+                acc, unused_arg_e, num_edges, width,
                 u2.shape[1] if u2 is not None else 0, e2.shape[1] if e2 is not None else 0)
 
         def grid(meta):

@@ -15,7 +15,8 @@ from unigraph.graph import Graph
 
 
 class NodeFeatureStore:
-    """Per-node features ``x`` (``[N, ...]``, on the CPU) gathered by node id.
+    """Per-node features ``x`` (``[N, ...]``) gathered by node id: on the CPU, or already on the
+    device the graph is sampled on (a GPU graph, ``num_workers=0``: gathered there, no copies).
 
     :meth:`share_memory_` moves them to shared memory (a loader does this before starting its
     workers, which then read them without copies). :meth:`cache_hot_nodes` keeps the rows of the
@@ -27,8 +28,6 @@ class NodeFeatureStore:
         if not isinstance(x, Tensor) or x.dim() < 1:
             raise TypeError(f"NodeFeatureStore needs a tensor with one row per node, got {type(x).__name__} "
                             f"{list(getattr(x, 'shape', []))}")
-        if x.device.type != "cpu":
-            raise ValueError(f"NodeFeatureStore keeps features in (shared) CPU memory; got a tensor on {x.device}")
         self.x = x.contiguous()
         self.cache: Tensor | None = None
         self._slot: Tensor | None = None       # node id -> row of the cache, -1 if not cached
@@ -44,6 +43,9 @@ class NodeFeatureStore:
         return f"NodeFeatureStore(x={list(self.x.shape)} {self.x.dtype}{cached})"
 
     def share_memory_(self) -> "NodeFeatureStore":
+        if self.x.device.type != "cpu":
+            raise ValueError(f"worker processes gather features from shared CPU memory; these are on {self.x.device} "
+                             "(keep them on the CPU for num_workers > 0, or use num_workers=0)")
         self.x.share_memory_()
         return self
 
@@ -60,6 +62,8 @@ class NodeFeatureStore:
                              f"{list(getattr(degrees, 'shape', [])) or type(degrees).__name__}")
         if isinstance(num_cached, bool) or not isinstance(num_cached, int) or not 0 <= num_cached <= self.num_nodes:
             raise ValueError(f"num_cached must be an int in 0..{self.num_nodes}, got {num_cached!r}")
+        if self.x.device.type != "cpu":
+            raise ValueError(f"the features are already on {self.x.device}: a hot-node cache is for features kept on the CPU")
         device = torch.device(device)
         order = torch.sort(degrees.cpu(), descending=True, stable=True).indices
         hot = order[:num_cached]
@@ -72,7 +76,7 @@ class NodeFeatureStore:
     def gather(self, ids: Tensor, device: torch.device | str | None = None) -> Tensor:
         """The rows of ``ids`` on ``device`` (the cache's device if a cache exists, else the CPU)."""
         if self.cache is None:
-            rows = self.x[ids.cpu()]
+            rows = self.x[ids.to(self.x.device)]
             self.misses += rows.shape[0]
             return rows if device is None else rows.to(device)
         device = self.cache.device if device is None else torch.device(device)

@@ -111,9 +111,12 @@ class NodeLoader:
                              "graph on the CPU and pass device= to deliver batches there, or use num_workers=0")
         if num_workers:
             self._csr.share_memory_()
-            for tensor in (features.x if self._gather_in_workers else None, labels):
-                if tensor is not None:
-                    tensor.share_memory_()
+            if self._gather_in_workers:
+                features.share_memory_()  # refuses features on a GPU, named
+            if labels is not None:
+                if labels.device.type != "cpu":
+                    raise ValueError(f"worker processes read labels from shared CPU memory; these are on {labels.device}")
+                labels.share_memory_()
             self._pool = WorkerPool(make_batch, self._context(), num_workers, start_method=start_method,
                                     timeout=timeout, prefetch=prefetch)
 
