@@ -84,7 +84,7 @@ def test_ldg_parts_serve_the_sampler_exactly(dataset, chunked, tmp_path, monkeyp
     assert two.parts == [0, 1] and "part-" not in str(mapped_file(two.x))
     np.testing.assert_array_equal(two.x[part.first - two.first:].numpy(), part.x.numpy())
     monkeypatch.setattr(local, "available_memory_gb", lambda: 1e-6)
-    with pytest.raises(ValueError, match="machine 1's chunked parts need .* copies its machine's parts into shared"):
+    with pytest.raises(ValueError, match="machine 1's chunked parts: .* needed in memory.* copies its machine's parts into shared"):
         LocalPartition.load(tmp_path, 1)
     monkeypatch.undo()
     world = World(tmp_path, dataset)

@@ -19,6 +19,7 @@ work, so a local answer and a remote answer are computed by one piece of code.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable
 
@@ -30,6 +31,7 @@ from unigraph.benchmarking.environment import available_memory_gb
 from unigraph.distributed import format as fmt
 from unigraph.distributed.book import PartitionBook
 from unigraph.distributed.layout import JobLayout
+from unigraph.distributed.reservation import reserved
 from unigraph.distributed.shm import tensors_of
 from unigraph.kernels.cpu import threads_for
 from unigraph.sampling import kernel_path, torch_kernels
@@ -193,6 +195,7 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
     book = PartitionBook(layout.machine_offsets(info.offsets))
     first, end = book.node_range(machine)
     files = [fmt.open_part(info, p, verify=verify) for p in parts]
+    held = contextlib.ExitStack()  # the host-wide memory reservation, until the copy is filled
     try:
         halo = _merged_halo(info, files, first, end)
         n = end - first
@@ -210,7 +213,7 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
             for name in mapped:
                 del specs[name]
         if info.layout == "chunked":
-            _check_fits(info, machine, specs)
+            held.enter_context(_reserved_for_copy(info, machine, specs))
         arrays = allocate(specs)
         arrays.update(mapped)  # checked by the chunked reader as they were mapped (values, finite features)
         node_at, edge_at = 0, 0
@@ -237,6 +240,7 @@ def load_machine(info: fmt.PartitionSetInfo, layout: JobLayout, machine: int, *,
         if nodes:
             arrays["halo_out_degree"][:] = halo["out_degree"]
     finally:
+        held.close()
         for file in files:
             file.close()
     return LocalPartition(info, book, machine, parts, arrays), arrays
@@ -252,19 +256,23 @@ def mapped_node_arrays(info: fmt.PartitionSetInfo, parts: list[int], *, verify: 
     return fmt.load_part_arrays(info, parts[0], fmt.NODE_ARRAYS, verify=verify)
 
 
-def _check_fits(info: fmt.PartitionSetInfo, machine: int, specs: dict) -> None:
+def _reserved_for_copy(info: fmt.PartitionSetInfo, machine: int, specs: dict):
     """Chunked parts are mapped files, but what a machine merges (the structure with its halo's,
     and the node arrays of several parts) is copied into memory (its graph server's shared block):
-    refuse, before allocating, a copy that this machine's available memory cannot hold, instead
-    of swapping or being killed."""
+    refuse, before allocating, a copy that this host's available memory, less what the other
+    processes of the host have reserved for copies still running, cannot hold, instead of
+    swapping or being killed; else hold the reservation while the copy fills
+    (:mod:`unigraph.distributed.reservation`: servers of one host started together)."""
     needed = sum(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)) for dtype, shape in specs.values())
+    return reserved(needed, f"{info.directory}: machine {machine}'s chunked parts", available=_available_bytes,
+                    hint="A graph server copies its machine's parts into shared memory (only the node arrays of "
+                         "a machine that holds one chunked part are mapped instead). Use more machines (one part "
+                         "each), or train one chunked graph out of core (`unigraph train --chunked`)")
+
+
+def _available_bytes() -> int | None:
     available = available_memory_gb()
-    if available is not None and needed > available * 2 ** 30:
-        raise ValueError(f"{info.directory}: machine {machine}'s chunked parts need {needed / 2**30:.2f} GiB in memory "
-                         f"and {available:.2f} GiB is available: a graph server copies its machine's parts into "
-                         "shared memory (only the node arrays of a machine that holds one chunked part are "
-                         "mapped instead). Use more machines (one part each), or train one chunked graph out of "
-                         "core (`unigraph train --chunked`)")
+    return None if available is None else int(available * 2**30)
 
 
 def _merged_halo(info: fmt.PartitionSetInfo, files: list, first: int, end: int) -> dict[str, np.ndarray]:
