@@ -121,3 +121,16 @@ def test_a_run_at_one_degree_is_drawn_as_bars_from_its_json(tmp_path, monkeypatc
     kernels.main(["--replot", str(source)])
     assert (tmp_path / "one_degree.png").stat().st_size > 10_000
     assert drawn == [json.loads(source.read_text())["settings"]["ops"]]
+
+
+def test_width_first_times_every_graph_at_that_width_before_the_others():
+    args = kernels.parse_args(["--quick", "--degrees", "1", "4", "--widths", "8", "16", "32", "--width-first", "16",
+                               "--degree-major"])
+    assert kernels.width_passes(args) == [[16], [8, 32]]
+    plans = [(widths, kind, degree) for widths in kernels.width_passes(args)
+             for kind, degree, _ in kernels.graph_plan(args)]
+    assert [p[2] for p in plans[:len(plans) // 2]] == sorted(p[2] for p in plans[:len(plans) // 2])  # densest last
+    assert all(p[0] == [16] for p in plans[:len(plans) // 2])  # every density at 16 first
+    assert kernels.width_passes(kernels.parse_args(["--quick", "--widths", "8", "16"])) == [[8, 16]]
+    with pytest.raises(SystemExit):
+        kernels.parse_args(["--quick", "--widths", "8", "--width-first", "64"])

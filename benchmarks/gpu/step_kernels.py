@@ -11,7 +11,9 @@ The dry run times the CPU backends and peers on tiny graphs (the Triton backends
 in Triton's interpreter, seconds a call; the suite calls every backend through the same line, and
 the tests and tuning steps run them interpreted).
 
-Graphs are drawn on the GPU, densest last (``--degree-major``), and no graph or case starts once
+Graphs are drawn on the GPU, densest last (``--degree-major``), every density at the narrowest
+width (which the element budget admits at every degree) before the other widths (``--width-first``;
+the first GPU run, in width order, reached in-degree 4 of 256), and no graph or case starts once
 the step's budget is nearly spent: what did not run is listed under ``not_run``. The results
 are saved after every case, in the suite's own JSON format (``benchmarks/kernels.py``), so
 ``benchmarks.gpu.ingest`` writes them as ``benchmarks/results/kernels_cuda.{json,md,png}`` and the
@@ -38,7 +40,8 @@ def suite_arguments(dry_run: bool, budget_s: float) -> list[str]:
     argv = ["--device", "cpu" if dry_run else "cuda", "--nodes", str(preset["nodes"]),
             "--degrees", *map(str, preset["degrees"]), "--widths", *map(str, preset["widths"]),
             "--budget", str(preset["budget"]), "--repeats", str(preset["repeats"]),
-            "--min-run-ms", str(preset["min_run_ms"]), "--peers", *PEERS, "--degree-major", "--on-device",
+            "--min-run-ms", str(preset["min_run_ms"]), "--peers", *PEERS, "--degree-major", "--width-first", str(preset["widths"][0]),
+            "--on-device",
             "--budget-s", f"{max(1.0, budget_s):.0f}"]
     if dry_run:  # the GPU's code paths on the CPU: dynamo without codegen, the GPU's bandwidth measurement
         argv += ["--compile-backend", "eager", "--bandwidth", "device-copy"]
