@@ -153,9 +153,10 @@ def check_extras(extras: list[tuple[str, dict]], suite: dict) -> list[tuple[str,
     return extras
 
 
-def held_out_tables(suites: list[tuple[str, dict]]) -> list[str]:
+def held_out_tables(suites: list[tuple[str, dict]], auto_tune: dict | None = None) -> list[str]:
     """The GPU model fitted on the run's suite and scored on the extra suites (other densities),
-    and back; then fitted on one graph kind of all the suites together, scored on the other."""
+    and back; fitted on one graph kind of all the suites together, scored on the other; and the
+    committed fit (all the suites) scored on auto-tune's measurements of graphs no suite holds."""
     from unigraph.backends import cost_model
     from unigraph.benchmarking import cost_fit
     first, rest = suites[0][1], [r for _, r in suites[1:]]
@@ -170,6 +171,10 @@ def held_out_tables(suites: list[tuple[str, dict]]) -> list[str]:
     out += cost_fit.scored(extra_cases, candidates, tables([first]), f"fitted on kernels_cuda.json, scored on {names}")
     out += cost_fit.scored(first["cases"], candidates, tables(rest), f"fitted on {names}, scored on kernels_cuda.json")
     out.append(cost_fit.crossval_gpu({**first, "cases": first["cases"] + extra_cases}))
+    held = (auto_tune or {}).get("cases") or []
+    if held:
+        out += cost_fit.scored(held, (auto_tune or {}).get("candidates") or candidates, tables([first] + rest),
+                               "the committed fit (all the suites), scored on auto-tune's held-out graphs")
     return out + [""]
 
 
@@ -223,7 +228,7 @@ def main(argv=None) -> list[pathlib.Path]:
         write_text(args.constants, cost_fit.render(constants))
         written.append(args.constants)
         if len(suites) > 1:
-            held_out_md = held_out_tables(suites)
+            held_out_md = held_out_tables(suites, (files.get("tuning") or {}).get("auto_tune"))
     else:
         print(f"no kernel-suite cases in {args.out}: kernels_cuda.* and the GPU constants are left as they are")
     record = {"run": files["run"], "environment": files.get("environment"), "tests": compact_tests(files.get("tests")),
