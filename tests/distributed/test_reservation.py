@@ -17,7 +17,8 @@ def test_a_second_copy_sees_the_first_ones_reservation_until_it_is_filled(tmp_pa
     ledger = tmp_path / "ledger.json"
     free = lambda: 10 * GIB  # noqa: E731 - MemAvailable before either copy has filled anything
     with reserved(6 * GIB, "server A", path=ledger, available=free):
-        assert json.loads(ledger.read_text()) == [{"pid": os.getpid(), "bytes": 6 * GIB, "what": "server A"}]
+        [entry] = json.loads(ledger.read_text())
+        assert (entry["pid"], entry["bytes"], entry["what"]) == (os.getpid(), 6 * GIB, "server A")
         # the same process's own entry does not count against it (one server, several steps)
         assert others_reserved(ledger) == 0
     assert json.loads(ledger.read_text()) == []  # released when the copy is done
@@ -60,3 +61,13 @@ def test_a_torn_ledger_or_no_meminfo_does_not_stop_a_copy(tmp_path):
         pass
     with reserved(10**15, "server", path=ledger, available=lambda: None):  # not Linux: nothing to check against
         pass
+
+
+def test_a_reused_pid_does_not_hold_a_dead_servers_reservation(tmp_path):
+    ledger = tmp_path / "ledger.json"
+    # a live process's pid (our parent's), but the entry's writer started at another time: it died
+    # and its pid was reused
+    ledger.write_text(json.dumps([{"pid": os.getppid(), "started": -1, "bytes": 9 * GIB, "what": "dead server"}]))
+    assert others_reserved(ledger) == 0
+    with reserved(6 * GIB, "server B", path=ledger, available=lambda: 10 * GIB):
+        assert [e["what"] for e in json.loads(ledger.read_text())] == ["server B"]

@@ -10,8 +10,8 @@ other processes of the host.
 
 The ledger is one small file per user in the temporary directory (``UNIGRAPH_RESERVATIONS``
 overrides the path), read and rewritten under an exclusive ``flock`` of a lock file beside it,
-rewritten whole (a temporary file, then a rename). An entry whose process is gone is dropped, so
-a killed server leaves no reservation behind. Conservative while copies run: pages a holder has
+rewritten whole (a temporary file, then a rename). An entry whose process is gone (or whose pid
+now names a process started later) is dropped, so a killed server leaves no reservation behind. Conservative while copies run: pages a holder has
 already filled are counted twice (in ``MemAvailable`` and in its reservation) until it finishes.
 """
 from __future__ import annotations
@@ -50,14 +50,27 @@ def available_bytes() -> int | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(entry: dict) -> bool:
+    """Whether the process that wrote ``entry`` still runs: its pid exists and, where /proc says,
+    started when the entry says (a pid reused by another process does not hold the reservation)."""
+    pid = entry["pid"]
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
+    except PermissionError:  # another user's process
+        pass
+    started = _start_time(pid)
+    return started is None or entry.get("started") in (None, started)
 
 
 def _read(path: pathlib.Path) -> list[dict]:
@@ -91,7 +104,7 @@ def others_reserved(path: pathlib.Path | None = None) -> int:
     """Bytes reserved by the other live processes of this host."""
     path = path or ledger_path()
     with _locked(path):
-        return sum(e["bytes"] for e in _read(path) if e["pid"] != os.getpid() and _alive(e["pid"]))
+        return sum(e["bytes"] for e in _read(path) if e["pid"] != os.getpid() and _alive(e))
 
 
 @contextlib.contextmanager
@@ -104,7 +117,7 @@ def reserved(nbytes: int, what: str, *, hint: str = "", available: Callable[[], 
     path = path or ledger_path()
     pid = os.getpid()
     with _locked(path):
-        entries = [e for e in _read(path) if _alive(e["pid"])]
+        entries = [e for e in _read(path) if _alive(e)]
         others = sum(e["bytes"] for e in entries if e["pid"] != pid)
         free = available()
         if free is not None and nbytes > free - others:
@@ -113,7 +126,7 @@ def reserved(nbytes: int, what: str, *, hint: str = "", available: Callable[[], 
                 + (f", of which {others / 2**30:.2f} GiB is reserved by other processes of this host still "
                    f"copying (ledger {path})" if others else "")
                 + ": refused before allocating anything" + (f". {hint}" if hint else ""))
-        entry = {"pid": pid, "bytes": int(nbytes), "what": what}
+        entry = {"pid": pid, "started": _start_time(pid), "bytes": int(nbytes), "what": what}
         _write(path, entries + [entry])
     try:
         yield
@@ -122,4 +135,4 @@ def reserved(nbytes: int, what: str, *, hint: str = "", available: Callable[[], 
             entries = _read(path)
             if entry in entries:
                 entries.remove(entry)
-            _write(path, [e for e in entries if _alive(e["pid"])])
+            _write(path, [e for e in entries if _alive(e)])
