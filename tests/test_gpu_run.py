@@ -61,6 +61,12 @@ def test_the_dry_run_exercises_every_part(dry_run):
     assert tuning["triton_configs"]["status"] == "ok" and tuning["triton_configs"]["kernels"]
     e2e = json.loads((dry_run / "e2e.json").read_text())
     assert e2e["full_batch"]["groups"] and e2e["mini_batch"]["status"] == "ok"
+    # where a step's time goes, per row (the next GPU run's answer to "why slower on small graphs")
+    profile = e2e["profile"]
+    assert set(profile) == {"gcn full batch, cora_like", "gat full batch, cora_like", "GraphSAGE mini-batch step"}
+    for rows in profile.values():
+        assert len(rows) >= 2 and all(p["top"] and p["aten_calls_per_step"] > 0 for p in rows.values())
+    assert "### Profile: GraphSAGE mini-batch step" in (dry_run / "summary.md").read_text()
 
 
 def test_ingest_turns_the_folder_into_results_constants_and_readme_rows(dry_run, tmp_path):

@@ -97,6 +97,9 @@ class Results:
     def __getitem__(self, key: str):
         return self.data[key]
 
+    def setdefault(self, key: str, default):
+        return self.data.setdefault(key, default)
+
 
 def run_step(step: str, args, body: Callable[[Results, Deadline], None]) -> int:
     """Run ``body(results, deadline)`` with SIGTERM turned into :class:`Interrupted`; the results

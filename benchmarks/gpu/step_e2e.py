@@ -11,6 +11,8 @@
   machine lacks, so both models train on the same batches (unigraph's blocks, given to PyG's
   ``SAGEConv`` as bipartite ``(x_src, x_dst)`` layers): the step without sampling is compared,
   and unigraph's sampling is timed beside it. Test accuracy on the same sampled test batches.
+* ``profile`` (:mod:`benchmarks.gpu.profiling`): a few steps of each row of the Cora-sized groups
+  and of the mini-batch step under ``torch.profiler``: top operators, host waits, aten calls.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.gpu.common import device_for, freeze_imports, log, run_parts, step_main
+from benchmarks.gpu.profiling import profile_steps
 
 STEP = "e2e"
 CORA_SIZE = dict(num_nodes=2_708, num_edges=5_278, num_features=1_433, num_classes=7)
@@ -69,6 +72,9 @@ def part_full_batch(results, deadline, device, dry_run: bool) -> None:
             record["groups"].append({"graph": name, "nodes": stats.num_dst_nodes, "edges": stats.num_edges,
                                      "max_in_degree": stats.max_in_degree, "model": model, "epochs": plan["epochs"],
                                      "hyper": dataclasses.asdict(hyper[model]), "rows": rows})
+            if name == "cora_like" and deadline.allows(20):  # where per-call costs show
+                results.setdefault("profile", {})[f"{model} full batch, {name}"] = profile_steps(
+                    {t.name: t.train_step for t in trainees}, device, sync=lambda: synchronize(device))
             results.save()
             log(STEP, f"{name} {model}: " + "; ".join(f"{r['impl']} {r['median_ms']:.2f} ms/epoch, acc "
                                                       f"{r['test_acc']:.3f}" for r in rows))
@@ -148,6 +154,9 @@ def part_mini_batch(results, deadline, device, dry_run: bool) -> None:
 
     timings = interleaved({name: (lambda name=name: step(name)) for name in models}, plan["batches"] - plan["warmup"],
                           warmup=plan["warmup"], sync=lambda: synchronize(device))
+    if deadline.allows(15):  # each row's step on batches it has seen (formats and decisions cached)
+        results.setdefault("profile", {})["GraphSAGE mini-batch step"] = profile_steps(
+            {name: (lambda name=name: step(name)) for name in models}, device, sync=lambda: synchronize(device))
     rows = []
     for name, model in models.items():
         model.train(False)

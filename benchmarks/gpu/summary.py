@@ -233,6 +233,9 @@ def section_e2e(files: dict) -> list[str]:
     lines += _table(["what", "graph", "implementation", "median ms", "test acc", "time / unigraph's"], rows)
     if mini.get("sample_ms"):
         lines += [f"unigraph's GPU sampling of a batch: {mini['sample_ms']} ms; {mini.get('note', '')}.", ""]
+    if e2e.get("profile"):
+        from benchmarks.gpu.profiling import markdown as profile_markdown
+        lines += profile_markdown(e2e["profile"])
     return lines
 
 
