@@ -153,27 +153,27 @@ def check_extras(extras: list[tuple[str, dict]], suite: dict) -> list[tuple[str,
     return extras
 
 
-def held_out_tables(suites: list[tuple[str, dict]], auto_tune: dict | None = None) -> list[str]:
+def held_out_tables(suites: list[tuple[str, dict]], committed: dict, auto_tune: dict | None = None) -> list[str]:
     """The GPU model fitted on the run's suite and scored on the extra suites (other densities),
     and back; fitted on one graph kind of all the suites together, scored on the other; and the
-    committed fit (all the suites) scored on auto-tune's measurements of graphs no suite holds."""
+    ``committed`` tables (fitted to all the suites) scored on auto-tune's measurements of graphs
+    no suite holds."""
     from unigraph.backends import cost_model
     from unigraph.benchmarking import cost_fit
     first, rest = suites[0][1], [r for _, r in suites[1:]]
     candidates = [b for b in first["implementations"]["unigraph"] if b in cost_model.GPU_BACKENDS]
-
-    def tables(results):
-        return {cost_fit.TABLES[mode]: cost_fit.fit_gpu_table(results, mode) for mode in cost_fit.TABLES}
     extra_cases = [c for r in rest for c in r["cases"]]
     names = ", ".join(f"`{n}.json`" for n, _ in suites[1:])
     out = ["## Held out across the suites", "",
            f"The committed constants are fitted to `kernels_cuda.json` and {names} together.", ""]
-    out += cost_fit.scored(extra_cases, candidates, tables([first]), f"fitted on kernels_cuda.json, scored on {names}")
-    out += cost_fit.scored(first["cases"], candidates, tables(rest), f"fitted on {names}, scored on kernels_cuda.json")
+    out += cost_fit.scored(extra_cases, candidates, cost_fit.fit_gpu_tables([first]),
+                           f"fitted on kernels_cuda.json, scored on {names}")
+    out += cost_fit.scored(first["cases"], candidates, cost_fit.fit_gpu_tables(rest),
+                           f"fitted on {names}, scored on kernels_cuda.json")
     out.append(cost_fit.crossval_gpu({**first, "cases": first["cases"] + extra_cases}))
     held = (auto_tune or {}).get("cases") or []
     if held:
-        out += cost_fit.scored(held, (auto_tune or {}).get("candidates") or candidates, tables([first] + rest),
+        out += cost_fit.scored(held, auto_tune.get("candidates") or candidates, committed,
                                "the committed fit (all the suites), scored on auto-tune's held-out graphs")
     return out + [""]
 
@@ -228,7 +228,8 @@ def main(argv=None) -> list[pathlib.Path]:
         write_text(args.constants, cost_fit.render(constants))
         written.append(args.constants)
         if len(suites) > 1:
-            held_out_md = held_out_tables(suites, (files.get("tuning") or {}).get("auto_tune"))
+            held_out_md = held_out_tables(suites, {table: constants[table] for table in cost_fit.TABLES.values()},
+                                          (files.get("tuning") or {}).get("auto_tune"))
     else:
         print(f"no kernel-suite cases in {args.out}: kernels_cuda.* and the GPU constants are left as they are")
     record = {"run": files["run"], "environment": files.get("environment"), "tests": compact_tests(files.get("tests")),

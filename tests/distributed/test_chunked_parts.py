@@ -12,7 +12,7 @@ import torch
 from test_dist_sampler import PARTS, World, assert_same_blocks
 from unigraph.data import planted_partition
 from unigraph.distributed import format as fmt
-from unigraph.distributed import local
+from unigraph.distributed import reservation
 from unigraph.distributed.layout import JobLayout
 from unigraph.distributed.local import LocalPartition
 from unigraph.distributed.partition import partition_dataset
@@ -83,7 +83,7 @@ def test_ldg_parts_serve_the_sampler_exactly(dataset, chunked, tmp_path, monkeyp
     two = GraphServer.load(tmp_path, JobLayout(PARTS, 2), 0, shared=False).local
     assert two.parts == [0, 1] and "part-" not in str(mapped_file(two.x))
     np.testing.assert_array_equal(two.x[part.first - two.first:].numpy(), part.x.numpy())
-    monkeypatch.setattr(local, "available_memory_gb", lambda: 1e-6)
+    monkeypatch.setattr(reservation, "available_bytes", lambda: 1024)   # MemAvailable: 1 KiB
     with pytest.raises(ValueError, match="machine 1's chunked parts: .* needed in memory.* copies its machine's parts into shared"):
         LocalPartition.load(tmp_path, 1)
     monkeypatch.undo()

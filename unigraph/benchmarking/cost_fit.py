@@ -213,6 +213,11 @@ def fit_gpu_table(results: list[dict], mode: str) -> dict:
     return rows
 
 
+def fit_gpu_tables(results: list[dict]) -> dict:
+    """Both GPU tables (``rows``, ``rows_with_backward``) fitted to kernel-suite ``results``."""
+    return {TABLES[mode]: fit_gpu_table(results, mode) for mode in TABLES}
+
+
 def fit_gpu_constants(results: list[dict], sources: list[str], require_gpu: bool = True) -> dict:
     """The GPU constants document (``backends/cost_constants_cuda.json``) for GPU kernel-suite
     ``results`` read from ``sources`` (paths relative to the repository, or absolute);
@@ -227,7 +232,7 @@ def fit_gpu_constants(results: list[dict], sources: list[str], require_gpu: bool
         "fitted_on": [{"file": s, "sha256": sha256(REPO_ROOT / s)} for s in sources],
         "tables": {table: f"fitted to {mode} times" for mode, table in TABLES.items()},
         "machine": machine,
-        **{TABLES[mode]: fit_gpu_table(results, mode) for mode in TABLES},
+        **fit_gpu_tables(results),
     }
 
 
@@ -238,7 +243,7 @@ def crossval_gpu(result: dict) -> str:
     out = []
     for train, held in (("uniform", "rmat"), ("rmat", "uniform")):
         train_result = {**result, "cases": [c for c in result["cases"] if c["graph"] == train]}
-        tables = {TABLES[mode]: fit_gpu_table([train_result], mode) for mode in TABLES}
+        tables = fit_gpu_tables([train_result])
         held_cases = [c for c in result["cases"] if c["graph"] == held]
         out += scored(held_cases, candidates, tables, f"GPU model fitted on {train}, scored on {held}")
     return "\n".join(out)

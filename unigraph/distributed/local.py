@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from unigraph.benchmarking.environment import available_memory_gb
 from unigraph.distributed import format as fmt
 from unigraph.distributed.book import PartitionBook
 from unigraph.distributed.layout import JobLayout
@@ -264,15 +263,10 @@ def _reserved_for_copy(info: fmt.PartitionSetInfo, machine: int, specs: dict):
     swapping or being killed; else hold the reservation while the copy fills
     (:mod:`unigraph.distributed.reservation`: servers of one host started together)."""
     needed = sum(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)) for dtype, shape in specs.values())
-    return reserved(needed, f"{info.directory}: machine {machine}'s chunked parts", available=_available_bytes,
+    return reserved(needed, f"{info.directory}: machine {machine}'s chunked parts",
                     hint="A graph server copies its machine's parts into shared memory (only the node arrays of "
                          "a machine that holds one chunked part are mapped instead). Use more machines (one part "
                          "each), or train one chunked graph out of core (`unigraph train --chunked`)")
-
-
-def _available_bytes() -> int | None:
-    available = available_memory_gb()
-    return None if available is None else int(available * 2**30)
 
 
 def _merged_halo(info: fmt.PartitionSetInfo, files: list, first: int, end: int) -> dict[str, np.ndarray]:

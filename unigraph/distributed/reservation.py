@@ -24,6 +24,8 @@ import pathlib
 import tempfile
 from typing import Callable, Iterator
 
+from unigraph.benchmarking.environment import available_memory_gb
+
 ENV_VAR = "UNIGRAPH_RESERVATIONS"
 
 
@@ -39,15 +41,10 @@ def ledger_path() -> pathlib.Path:
 
 
 def available_bytes() -> int | None:
-    """``MemAvailable`` of /proc/meminfo in bytes, or None where there is none."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    """``MemAvailable`` in bytes (:func:`~unigraph.benchmarking.environment.available_memory_gb`,
+    the one reader of /proc/meminfo), or None where there is none."""
+    available = available_memory_gb()
+    return None if available is None else int(available * 2**30)
 
 
 def _start_time(pid: int) -> int | None:
@@ -108,7 +105,7 @@ def others_reserved(path: pathlib.Path | None = None) -> int:
 
 
 @contextlib.contextmanager
-def reserved(nbytes: int, what: str, *, hint: str = "", available: Callable[[], int | None] = available_bytes,
+def reserved(nbytes: int, what: str, *, hint: str = "", available: Callable[[], int | None] | None = None,
              path: pathlib.Path | None = None) -> Iterator[None]:
     """Reserve ``nbytes`` on this host while the block runs (the copy that fills them), or raise
     :class:`MemoryReservationError` naming ``what``, the sizes, the others' reservations and
@@ -119,7 +116,7 @@ def reserved(nbytes: int, what: str, *, hint: str = "", available: Callable[[], 
     with _locked(path):
         entries = [e for e in _read(path) if _alive(e)]
         others = sum(e["bytes"] for e in entries if e["pid"] != pid)
-        free = available()
+        free = (available or available_bytes)()
         if free is not None and nbytes > free - others:
             raise MemoryReservationError(
                 f"{what}: {nbytes / 2**30:.2f} GiB needed in memory, {free / 2**30:.2f} GiB available"

@@ -74,7 +74,8 @@ class NodeFeatureStore:
         return self
 
     def gather(self, ids: Tensor, device: torch.device | str | None = None) -> Tensor:
-        """The rows of ``ids`` on ``device`` (the cache's device if a cache exists, else the CPU)."""
+        """The rows of ``ids`` on ``device`` (the cache's device if a cache exists, else where the
+        features are)."""
         if self.cache is None:
             rows = self.x[ids.to(self.x.device)]
             self.misses += rows.shape[0]
