@@ -103,9 +103,15 @@ def test_large_sddmm_softmax_and_gat_match_scatter():
                                ops.gat_attention(g, h, el, er, backend="scatter"), atol=1e-4, rtol=1e-4)
 
 
-def test_auto_runs_triton_on_a_large_gpu_graph_and_the_family_resolves_by_skew():
+def test_auto_picks_a_gpu_backend_by_estimate_and_the_triton_family_resolves_by_skew():
+    # Which GPU backend wins a large forward sum is the measured cost model's call (on an H200,
+    # cuSPARSE and triton_node were within 1% here), so the test checks the rule, not a name:
+    # auto takes the lowest estimate among the backends that can run on the device.
     balanced = random_graph(100_000, 2_000_000)
-    assert unigraph.explain(balanced, "copy_u", "sum", torch.randn(1, 64, device=CUDA)).backend.startswith("triton")
+    decision = unigraph.explain(balanced, "copy_u", "sum", torch.randn(1, 64, device=CUDA))
+    runnable = [c for c in decision.candidates if c.auto and c.estimate_us is not None]
+    assert any(c.name.startswith("triton") for c in runnable)
+    assert decision.backend == min(runnable, key=lambda c: c.estimate_us).name
     hub = random_graph(100_000, 2_000_000, hub_share=0.5)
     assert unigraph.explain(hub, "copy_u", "sum", 64, backend="triton").backend == "triton_edge"
     assert unigraph.explain(balanced, "copy_u", "sum", 64, backend="triton").backend == "triton_node"
