@@ -18,7 +18,7 @@ from unigraph import graph_compat
 from unigraph.graph_compat import count
 from unigraph.self_loops import with_self_loops
 from unigraph.structure import (DegreeStats, GraphTensors, build_both_csr, build_csr, check_index_range, checked_copies,
-                                degree_stats, stats_from_moments)
+                                degree_stats, stats_from_degrees, stats_from_moments)
 from unigraph.structure import owned_index as _owned
 from unigraph.traced_structure import traced_checked_copies, traced_csr
 
@@ -467,12 +467,27 @@ class Graph:
         ptr = self.out_csr()[0]
         return ptr[1:] - ptr[:-1]
 
+    def in_degree_counts(self) -> Tensor:
+        """Every destination's in-degree (int64): the in-CSR's row lengths where it is built, else
+        a count of ``dst`` kept on the graph (no CSR is built for it)."""
+        if "in_csr" in self._cache or torch.compiler.is_compiling():
+            return self.in_degrees()
+        return self.memo("in_degree_counts", lambda: torch.bincount(self._coo()[1], minlength=self._num_dst))
+
     def stats(self) -> DegreeStats:
-        """Degree statistics for the backend selector (computed once)."""
+        """Degree statistics for the backend selector (computed once; from the CSRs where they are
+        built, else from counts of the indices, so that a graph whose calls need no CSR builds none)."""
         if "stats" not in self._cache:
             moments = self._cache.get("degree_moments")   # from the kernel that built both CSRs
-            self._cache["stats"] = (stats_from_moments(self._num_src, self._num_dst, self.num_edges, *moments)
-                                    if moments is not None else degree_stats(self.in_csr()[0], self.out_csr()[0]))
+            if moments is not None:
+                stats = stats_from_moments(self._num_src, self._num_dst, self.num_edges, *moments)
+            elif "in_csr" in self._cache or "out_csr" in self._cache or torch.compiler.is_compiling():
+                stats = degree_stats(self.in_csr()[0], self.out_csr()[0])
+            else:
+                src, dst = self._coo()
+                stats = stats_from_degrees(self.in_degree_counts(), torch.bincount(src, minlength=self._num_src),
+                                           self.num_edges)
+            self._cache["stats"] = stats
         return self._cache["stats"]
 
     def prepare(self, *, self_loops: bool = True) -> "Graph":

@@ -99,9 +99,14 @@ def degree_stats(in_ptr: Tensor, out_ptr: Tensor) -> DegreeStats:
     """:class:`DegreeStats` of the graph whose in-CSR and out-CSR row pointers these are (reads
     the data: ``Graph.stats`` keeps the result, and a compiled program's backend choice computes
     it once while tracing, see ``unigraph.backends.selector``)."""
-    deg_in = (in_ptr[1:] - in_ptr[:-1]).to(torch.float64)
-    deg_out = out_ptr[1:] - out_ptr[:-1]
-    num_src, num_dst, num_edges = out_ptr.numel() - 1, in_ptr.numel() - 1, int(in_ptr[-1])
+    return stats_from_degrees(in_ptr[1:] - in_ptr[:-1], out_ptr[1:] - out_ptr[:-1], int(in_ptr[-1]))
+
+
+def stats_from_degrees(deg_in: Tensor, deg_out: Tensor, num_edges: int) -> DegreeStats:
+    """:class:`DegreeStats` from the in- and out-degree of every node (CSR row lengths, or
+    counts of the COO indices where no CSR is built)."""
+    num_src, num_dst = deg_out.numel(), deg_in.numel()
+    deg_in = deg_in.to(torch.float64)
     mean = num_edges / max(num_dst, 1)
     std = float(deg_in.std(unbiased=False)) if deg_in.numel() else 0.0
     return DegreeStats(

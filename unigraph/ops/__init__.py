@@ -31,6 +31,7 @@ from torch import Tensor
 from unigraph.backends import Request, selector
 from unigraph.backends.base import differentiated
 from unigraph.graph import Graph
+from unigraph.ops import native_lane
 from unigraph.ops.broadcast import with_rank
 from unigraph.ops.custom import (  # importing it registers torch.ops.unigraph.*
     call_edge_softmax, call_gat_attention, call_gsddmm, call_gspmm)
@@ -88,6 +89,10 @@ def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | N
     Returns:
         ``[num_dst_nodes, *broadcast feature shape]``; 0 for destinations without in-edges.
     """
+    if op in native_lane.OPS:  # the native lane, where it applies (unigraph/ops/native_lane.py)
+        out = native_lane.run(g, op, reduce, u, e, backend)
+        if out is not None:
+            return out
     gt = _tensors(g)
     u, e = _autocast(gt.device, u, e)
     features = check_gspmm(gt, op, reduce, u, e)

@@ -1,0 +1,200 @@
+"""The native lane (unigraph/ops/native_lane.py): copy_u and per-edge-weight u_mul_e sums/means
+sent to the scatter backend run as torch's index_select (times the weights) + index_add_. Same values and gradients as the GSpMM Function path and
+float64; taken only where its conditions hold; guards hold when what it depends on changes
+between calls."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import unigraph
+from unigraph import ops
+from unigraph.backends import selector
+from unigraph.graph import GraphModifiedError
+from unigraph.ops import custom, native_lane
+from unigraph.structure import degree_stats
+
+
+@pytest.fixture
+def function_calls(monkeypatch):
+    """How many g-SpMMs went through the GSpMM Function (the ordinary path)."""
+    calls = []
+    forward = custom.GSpMM.forward
+
+    def counted(*args):
+        calls.append(args[1].name)
+        return forward(*args)
+    monkeypatch.setattr(custom.GSpMM, "forward", staticmethod(counted))
+    return calls
+
+
+def graph(num_src=9, num_dst=7, edges=30, seed=0, bipartite=True):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (edges,), generator=gen)
+    dst = torch.randint(0, num_dst - 2, (edges,), generator=gen)  # the last two rows have no in-edges
+    if not bipartite:
+        return unigraph.Graph(torch.stack([src % num_dst, dst]), num_nodes=num_dst)
+    return unigraph.Graph(torch.stack([src, dst]), num_src_nodes=num_src, num_dst_nodes=num_dst)
+
+
+def reference(g, x, reduce):
+    x64 = x.detach().double()
+    out = torch.zeros(g.num_dst_nodes, x.shape[1], dtype=torch.float64)
+    out.index_add_(0, g.dst, x64[g.src])
+    if reduce == "mean":
+        out /= torch.bincount(g.dst, minlength=g.num_dst_nodes).clamp(min=1).unsqueeze(1)
+    return out
+
+
+def function_path(g, x, reduce):
+    """The same call through the GSpMM Function on the scatter backend (the lane switched off)."""
+    gt = g.tensors()
+    return custom.call_gspmm(gt, unigraph.backends.get("scatter"), "copy_u", reduce, x, None)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bipartite", [True, False])
+def test_lane_matches_the_function_path_and_float64(function_calls, reduce, dtype, bipartite):
+    g = graph(bipartite=bipartite)
+    x = torch.randn(g.num_src_nodes, 5, dtype=dtype, requires_grad=True)
+    out = ops.gspmm(g, "copy_u", reduce, u=x, backend="scatter")
+    assert function_calls == []  # the lane ran it
+    tol = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(out.double(), reference(g, x, reduce), **tol)
+    assert out.dtype == dtype and out.shape == (g.num_dst_nodes, 5)
+    assert torch.equal(out[-2:], torch.zeros_like(out[-2:]))  # no in-edges: 0
+    grad = torch.randn_like(out)
+    (dx,) = torch.autograd.grad(out, x, grad)
+    x2 = x.detach().clone().requires_grad_()
+    expected = function_path(g, x2, reduce)
+    (dx2,) = torch.autograd.grad(expected, x2, grad)
+    torch.testing.assert_close(out, expected, **tol)
+    torch.testing.assert_close(dx, dx2, **tol)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("weight_shape", ["[E]", "[E, 1]"])
+def test_weighted_sums_match_the_function_path_in_both_gradients(function_calls, reduce, weight_shape):
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(g.num_edges, dtype=torch.float64)
+    w = (w if weight_shape == "[E]" else w.unsqueeze(1)).requires_grad_()
+    out = ops.gspmm(g, "u_mul_e", reduce, u=x, e=w, backend="scatter")
+    assert function_calls == []
+    gt = g.tensors()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    expected = custom.call_gspmm(gt, unigraph.backends.get("scatter"), "u_mul_e", reduce, x2, w2.view(-1, 1))
+    torch.testing.assert_close(out, expected)
+    grad = torch.randn_like(out)
+    torch.testing.assert_close(torch.autograd.grad(out, (x, w), grad),
+                               torch.autograd.grad(expected, (x2, w2), grad))
+
+
+def test_double_backward_through_the_lane():
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 3, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(g.num_dst_nodes, 3, dtype=torch.float64)
+
+    def f(x):
+        return (ops.gspmm(g, "copy_u", "mean", u=x, backend="scatter") ** 2 * weights).sum()
+    torch.autograd.gradgradcheck(f, (x,))
+
+
+def test_auto_takes_the_lane_only_where_it_picks_scatter(function_calls, monkeypatch):
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 4)
+    with selector.use_backend("auto"):
+        picked = unigraph.explain(g, "copy_u", "sum", x).backend
+        ops.gspmm(g, "copy_u", "sum", u=x)
+    assert function_calls == ([] if picked == "scatter" else [picked])
+    # another decision for the same request: the Function path on that backend
+    monkeypatch.setattr(selector, "_pick", lambda stats, request: ("sparse", "test", []))
+    fresh = graph(seed=1)
+    ops.gspmm(fresh, "copy_u", "sum", u=x)
+    assert function_calls[-1] == "sparse"
+
+
+def test_named_backends_and_contexts_are_obeyed_between_calls(function_calls):
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 4)
+    lane = ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
+    with selector.use_backend("sparse"):
+        other = ops.gspmm(g, "copy_u", "sum", u=x)
+    assert function_calls == ["sparse"]
+    ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
+    assert function_calls == ["sparse"]
+    torch.testing.assert_close(lane, other)
+
+
+def test_the_decision_is_kept_per_request(monkeypatch):
+    """auto's decision is memoised on every field the front door's request carries: a change of
+    width, dtype, grad or thread count between calls asks the selector again."""
+    g = graph()
+    asked = []
+    choose = selector.choose
+
+    def counted(graph, request, *args, **kwargs):
+        asked.append((request.feature_width, request.dtype, request.grad, request.threads))
+        return choose(graph, request, *args, **kwargs)
+    monkeypatch.setattr(selector, "choose", counted)
+    x = torch.randn(g.num_src_nodes, 4)
+    threads = torch.get_num_threads()
+    with selector.use_backend("auto"):
+        for _ in range(2):
+            native_lane.run(g, "copy_u", "sum", x, None, None)
+        native_lane.run(g, "copy_u", "sum", torch.randn(g.num_src_nodes, 6), None, None)
+        native_lane.run(g, "copy_u", "sum", x.double(), None, None)
+        native_lane.run(g, "copy_u", "sum", x.clone().requires_grad_(), None, None)
+        with torch.no_grad():
+            native_lane.run(g, "copy_u", "sum", x.clone().requires_grad_(), None, None)
+        torch.set_num_threads(1)
+        try:
+            native_lane.run(g, "copy_u", "sum", x, None, None)
+        finally:
+            torch.set_num_threads(threads)
+    assert asked == [(4, torch.float32, False, threads), (6, torch.float32, False, threads),
+                     (4, torch.float64, False, threads), (4, torch.float32, True, threads),
+                     (4, torch.float32, False, 1)]
+
+
+def test_where_the_lane_does_not_apply_the_ordinary_path_runs(function_calls):
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 4)
+    assert native_lane.run(g, "copy_u", "max", x, None, "scatter") is None
+    assert native_lane.run(g, "copy_u", "sum", x.half(), None, "scatter") is None
+    assert native_lane.run(g, "copy_u", "sum", x.unsqueeze(1), None, "scatter") is None  # [N, H, F]
+    assert native_lane.run(g, "copy_u", "sum", x[:-1], None, "scatter") is None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert native_lane.run(g, "copy_u", "sum", x, None, "scatter") is None
+    assert native_lane.run(g, "copy_u", "sum", x, None, "sparse") is None
+    weights = torch.rand(g.num_edges, 4)
+    assert native_lane.run(g, "u_mul_e", "sum", x, weights, "scatter") is None  # a weight per feature
+    assert native_lane.run(g, "u_mul_e", "sum", x, weights[:, 0].double(), "scatter") is None
+    assert native_lane.run(g, "u_add_e", "sum", x, weights[:, :1], "scatter") is None
+    with pytest.raises(ValueError, match="rows"):  # the ordinary path's error for the wrong row count
+        ops.gspmm(g, "copy_u", "sum", u=x[:-1], backend="scatter")
+
+
+def test_a_graph_changed_in_place_is_refused_before_and_after_the_forward():
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 4, requires_grad=True)
+    out = ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
+    g.dst[0] = (g.dst[0] + 1) % g.num_dst_nodes
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()  # autograd's saved index guards the backward
+    with pytest.raises(GraphModifiedError):
+        ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
+
+
+def test_a_fresh_graph_builds_no_csr_for_the_lane_and_its_statistics_agree():
+    for seed in range(5):
+        g = graph(num_src=50, num_dst=40, edges=300, seed=seed)
+        x = torch.randn(g.num_src_nodes, 8)
+        with selector.use_backend("auto"):
+            ops.gspmm(g, "copy_u", "mean", u=x)
+        if unigraph.explain(g, "copy_u", "mean", x).backend == "scatter":
+            assert not g.has_memo("in_csr") and not g.has_memo("out_csr")
+        counted = g.stats()
+        assert counted == degree_stats(g.in_csr()[0], g.out_csr()[0])
+        assert torch.equal(g.in_degree_counts(), g.in_degrees())

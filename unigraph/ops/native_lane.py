@@ -1,0 +1,85 @@
+"""The native lane: a ``copy_u`` sum or mean, or a ``u_mul_e`` one with one weight per edge (GCN's
+normalized adjacency), that goes to the ``scatter`` backend, run as torch's own differentiable
+``index_select`` (times the weights) + ``index_add_`` (what PyG's default aggregation runs)
+instead of the ``GSpMM`` autograd Function.
+
+Why: on the small graphs of mini-batches and batched small graphs the Function's bookkeeping,
+the front door's checks and the request (~100 us a call on the 2-core machine, where the kernel
+takes ~10) were most of a layer's aggregation; autograd's own nodes for these two ops cost
+nothing in Python, forward or backward, and need neither CSR nor the reverse graph, so a new
+batch's graph builds no format for them (``Graph.stats`` counts degrees without a CSR).
+
+Exact: the ``scatter`` backend computes the same messages (``u[src]``, times ``e`` for
+``u_mul_e``), the same sums (torch-scatter's or torch's scatter-add over the edges in edge
+order, float32/float64 accumulators) and the same mean (the sum divided by
+``max(in_degree, 1)``); ``tests/ops/test_native_lane.py`` compares both, forward and backward
+(``u`` and ``e``), against the Function path and float64, across changes between calls.
+
+Taken only when every condition below holds, else the call goes the ordinary way (which also
+raises the ordinary errors): reduce sum/mean, ``u`` a plain 2-D float32/float64 tensor with one
+row per source node on the graph's device, eager (not compiling, tracing or under a functorch
+transform), no autocast on that device, and the backend choice (argument, ``use_backend``,
+``set_backend``, environment, else ``auto``'s decision for this exact request, memoised on the
+graph like the selector's own) is ``scatter``. The graph's indices are checked intact first, as
+every call checks them; autograd's saved-tensor versions guard them until the backward.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from unigraph.backends import Request, selector
+from unigraph.backends.base import differentiated
+from unigraph.graph import Graph
+from unigraph.ops.dispatch import traced
+
+BACKEND = "scatter"
+OPS = ("copy_u", "u_mul_e")
+REDUCES = ("sum", "mean")
+DTYPES = (torch.float32, torch.float64)
+
+
+def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | None:
+    """``reduce_{(s, v)} u[s] (* e[edge])`` per destination ``v`` on the native lane, or None
+    where the lane does not apply (the caller then takes the ordinary path)."""
+    if (reduce not in REDUCES or not isinstance(g, Graph) or not isinstance(u, Tensor) or traced(u, e)
+            or u.layout != torch.strided or u.is_nested or u.dim() != 2 or u.dtype not in DTYPES or u.device != g.device
+            or u.shape[0] != g.num_src_nodes):
+        return None  # (the ordinary path names what is wrong, if anything)
+    if torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(u.device.type):
+        return None
+    if op == "u_mul_e":
+        if (not isinstance(e, Tensor) or e.layout != torch.strided or e.is_nested or e.dtype != u.dtype or e.device != u.device
+                or e.shape[0] != g.num_edges or not (e.dim() == 1 or (e.dim() == 2 and e.shape[1] == 1))):
+            return None
+    elif op != "copy_u" or e is not None:
+        return None
+    src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
+    if _backend(g, op, reduce, u, e, explicit) != BACKEND:
+        return None
+    messages = u.index_select(0, src)
+    if e is not None:
+        messages = messages * e.view(-1, 1)
+    out = u.new_zeros((g.num_dst_nodes, u.shape[1])).index_add_(0, dst, messages)
+    if reduce == "mean":
+        out = out / _in_degree_divisor(g, u.dtype)
+    return out
+
+
+def _backend(g: Graph, op: str, reduce: str, u: Tensor, e: Tensor | None, explicit: str | None) -> str | None:
+    """The backend this call would run on: the named one, or ``auto``'s decision for the
+    request the front door would build (memoised per graph on the request's fields)."""
+    name, _ = selector.current_choice(explicit)
+    if name != "auto":
+        return name
+    grad, threads = differentiated(u, e), torch.get_num_threads()
+    key = ("unigraph.ops.native_lane", op, reduce, u.shape[1], u.dtype, u.device, grad, threads)
+    return g.memo(key, lambda: selector.choose(g, Request("gspmm", op, reduce, max(u.shape[1], 1), u.dtype,
+                                                          u.device, grad, threads)).name)
+
+
+def _in_degree_divisor(g: Graph, dtype: torch.dtype) -> Tensor:
+    """``max(in_degree, 1)`` as a ``[num_dst, 1]`` column of ``dtype`` (kept on the graph)."""
+    def build() -> Tensor:
+        return g.in_degree_counts().clamp(min=1).to(dtype).unsqueeze(1)
+    return g.memo(("unigraph.ops.native_lane", "divisor", dtype), build)
