@@ -167,6 +167,21 @@ def _pick(stats, request: Request) -> tuple[str, str, list[Candidate]]:
     return name, reason, candidates
 
 
+def _pick_name(stats, request: Request) -> str:
+    """:func:`_pick`'s choice without the candidates' notes and the reason it formats (what auto
+    needs on every new graph of a mini-batch loop: about half of a decision's time). The same
+    rule: the lowest finite estimate among the available, auto-eligible backends that can run
+    the call, the registry's order breaking ties; none: :func:`_pick` raises, naming why."""
+    best, best_us = None, math.inf
+    for name, backend in registry.all_backends().items():
+        if not (registry.status_of(name).ok and backend.contract.auto) or backend.cannot_run(request) is not None:
+            continue
+        estimate = backend.estimate_us(stats, request)
+        if math.isfinite(estimate) and (best is None or estimate < best_us):
+            best, best_us = name, estimate
+    return best if best is not None else _pick(stats, request)[0]
+
+
 def _resolve_family(stats, request: Request, family: str) -> tuple[str, str, list[Candidate]]:
     """The variant of family ``family`` the cost model prefers for this call."""
     candidates = _candidates(stats, request, list(registry.family(family).variants))
@@ -238,7 +253,7 @@ def _automatic(stats, request: Request, name: str, trial: Callable[..., object] 
                operands: tuple = ()) -> Backend:
     """What ``auto`` or ``auto-tune`` (``name``) picks for a graph with these statistics."""
     if name == "auto":
-        return registry.get(_pick(stats, request)[0])
+        return registry.get(_pick_name(stats, request))
     timed = None if trial is None else (lambda n, *ops: trial(registry.get(n), *ops))
     return registry.get(_tuned(stats, request, timed, operands)[0])
 

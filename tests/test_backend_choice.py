@@ -123,3 +123,33 @@ def test_decision_keys_hold_every_request_field():
     from unigraph.backends import Request, selector
     request = Request("gspmm", "u_mul_e", "max", 12, torch.float64, torch.device("cpu"), True)
     assert selector._fields(request) == dataclasses.astuple(request)
+
+
+def test_auto_fast_decision_is_the_explained_one(monkeypatch):
+    """``_pick_name`` (what auto runs) and ``_pick`` (what explain reports) choose alike: every
+    op family, widths, grad and thread counts, tiny to skewed graphs, on the CPU and on a GPU
+    request with every backend pretending to be available; and with none able to run, the same error."""
+    from unigraph.backends import Availability, Request, _STATUS, selector
+    from unigraph.graph import DegreeStats
+    shapes = [(12, 30, 5, 1.0), (3_000, 7_000, 12, 0.6), (200_000, 3_000_000, 35, 0.25),
+              (200_000, 3_000_000, 1_000_000, 40.0), (100, 0, 0, 0.0)]
+    requests = [("gspmm", "copy_u", "sum"), ("gspmm", "u_mul_e", "mean"), ("gspmm", "u_add_e", "max"),
+                ("gsddmm", "dot", None), ("edge_softmax", "softmax", None), ("gat_attention", "gat", None)]
+    for device in ("cpu", "cuda"):
+        if device == "cuda":
+            for name in unigraph.backends.names():
+                monkeypatch.setitem(_STATUS, name, Availability(True, "pretend"))
+        for nodes, edges, max_in, cv in shapes:
+            stats = DegreeStats(num_src_nodes=nodes, num_dst_nodes=nodes, num_edges=edges,
+                                mean_in_degree=edges / nodes, max_in_degree=max_in, cv_in_degree=cv,
+                                max_out_degree=max_in)
+            for kind, op, reduce in requests:
+                for width, dtype, grad, threads in ((8, torch.float32, False, 1), (64, torch.float64, True, 2),
+                                                    (256, torch.float16, True, 2)):
+                    request = Request(kind, op, reduce, width, dtype, torch.device(device), grad, threads)
+                    assert selector._pick_name(stats, request) == selector._pick(stats, request)[0], request
+    for name in unigraph.backends.names():
+        monkeypatch.setitem(_STATUS, name, Availability(False, "gone"))
+    request = Request("gspmm", "copy_u", "sum", 8, torch.float32, torch.device("cpu"), False, 1)
+    with pytest.raises(RuntimeError, match="no backend can run"):
+        selector._pick_name(stats, request)

@@ -241,12 +241,12 @@ def test_the_ops_ask_with_torchs_thread_count_and_decisions_are_kept_per_count(m
     g = unigraph.Graph(torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0)), num_nodes=50)
     x = torch.randn(50, 8)
     picked = []
-    original = selector._pick
+    original = selector._pick_name
 
     def spy(stats, request):
         picked.append(request.threads)
         return original(stats, request)
-    monkeypatch.setattr(selector, "_pick", spy)
+    monkeypatch.setattr(selector, "_pick_name", spy)
     before = torch.get_num_threads()
     try:
         for threads in (1, 2, 1, 2):   # a decision per count, made once and kept on the graph

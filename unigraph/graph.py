@@ -475,9 +475,13 @@ class Graph:
         return self.memo("in_degree_counts", lambda: torch.bincount(self._coo()[1], minlength=self._num_dst))
 
     def stats(self) -> DegreeStats:
-        """Degree statistics for the backend selector (computed once; from the CSRs where they are
-        built, else from counts of the indices, so that a graph whose calls need no CSR builds none)."""
+        """Degree statistics for the backend selector (computed once). Where the counting kernel
+        runs (CPU, numba) both CSRs are built with them, in one call cheaper than counting the
+        degrees with torch; elsewhere they come from counts of the indices, so that a graph whose
+        calls need no CSR (the native lane's, unigraph/ops/native_lane.py) builds none."""
         if "stats" not in self._cache:
+            if "in_csr" not in self._cache and "out_csr" not in self._cache and not torch.compiler.is_compiling():
+                self._build_both_formats()
             moments = self._cache.get("degree_moments")   # from the kernel that built both CSRs
             if moments is not None:
                 stats = stats_from_moments(self._num_src, self._num_dst, self.num_edges, *moments)

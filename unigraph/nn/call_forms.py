@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import weakref
 from typing import Any, Mapping
 
@@ -249,12 +250,19 @@ PROBES = 512
 
 def _positions(t: Tensor) -> Tensor:
     """The probed entries of ``t`` as ``torch.take`` indexes it (row-major, whatever the strides)."""
-    length = t.shape[-1]
-    at = torch.arange(min(length, PROBES), device=t.device)
-    if length > PROBES:
-        at = at * (length - 1) // (PROBES - 1)
-    rows = t.numel() // length if length else 0
-    return (torch.arange(rows, device=t.device)[:, None] * length + at).reshape(-1)
+    return _positions_of(t.numel(), t.shape[-1], t.device)
+
+
+@functools.lru_cache(maxsize=64)
+def _positions_of(numel: int, length: int, device: torch.device) -> Tensor:
+    """:func:`_positions` for a shape: the same for every batch of one size, so kept (~40 us of
+    small torch calls per new graph on the 2-core machine; only ``torch.take`` reads it)."""
+    with torch.inference_mode(False):  # kept across calls: a normal tensor whatever mode asked first
+        at = torch.arange(min(length, PROBES), device=device)
+        if length > PROBES:
+            at = at * (length - 1) // (PROBES - 1)
+        rows = numel // length if length else 0
+        return (torch.arange(rows, device=device)[:, None] * length + at).reshape(-1)
 
 
 def _probes(tensors: tuple) -> tuple:

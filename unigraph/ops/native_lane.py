@@ -19,8 +19,8 @@ Taken only when every condition below holds, else the call goes the ordinary way
 raises the ordinary errors): reduce sum/mean, ``u`` a plain 2-D float32/float64 tensor with one
 row per source node on the graph's device, eager (not compiling, tracing or under a functorch
 transform), no autocast on that device, and the backend choice (argument, ``use_backend``,
-``set_backend``, environment, else ``auto``'s decision for this exact request, memoised on the
-graph like the selector's own) is ``scatter``. The graph's indices are checked intact first, as
+``set_backend``, environment, else ``auto``'s decision for this exact request, which the selector
+memoises on the graph) is ``scatter``. The graph's indices are checked intact first, as
 every call checks them; autograd's saved-tensor versions guard them until the backward.
 """
 from __future__ import annotations
@@ -66,16 +66,14 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     return out
 
 
-def _backend(g: Graph, op: str, reduce: str, u: Tensor, e: Tensor | None, explicit: str | None) -> str | None:
-    """The backend this call would run on: the named one, or ``auto``'s decision for the
-    request the front door would build (memoised per graph on the request's fields)."""
+def _backend(g: Graph, op: str, reduce: str, u: Tensor, e: Tensor | None, explicit: str | None) -> str:
+    """The backend the ordinary path would run this call on: the selector's choice for the request
+    the front door would build (``auto``'s decision is memoised on the graph by the selector)."""
     name, _ = selector.current_choice(explicit)
     if name != "auto":
         return name
-    grad, threads = differentiated(u, e), torch.get_num_threads()
-    key = ("unigraph.ops.native_lane", op, reduce, u.shape[1], u.dtype, u.device, grad, threads)
-    return g.memo(key, lambda: selector.choose(g, Request("gspmm", op, reduce, max(u.shape[1], 1), u.dtype,
-                                                          u.device, grad, threads)).name)
+    return selector.choose(g, Request("gspmm", op, reduce, max(u.shape[1], 1), u.dtype, u.device, differentiated(u, e),
+                                      torch.get_num_threads())).name
 
 
 def _in_degree_divisor(g: Graph, dtype: torch.dtype) -> Tensor:
