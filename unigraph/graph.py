@@ -472,7 +472,10 @@ class Graph:
         a count of ``dst`` kept on the graph (no CSR is built for it)."""
         if "in_csr" in self._cache or torch.compiler.is_compiling():
             return self.in_degrees()
-        return self.memo("in_degree_counts", lambda: torch.bincount(self._coo()[1], minlength=self._num_dst))
+        def count() -> Tensor:
+            with torch.inference_mode(False):  # kept on the graph: a normal tensor whatever mode asked first
+                return torch.bincount(self._coo()[1], minlength=self._num_dst)
+        return self.memo("in_degree_counts", count)
 
     def stats(self) -> DegreeStats:
         """Degree statistics for the backend selector (computed once). Where the counting kernel

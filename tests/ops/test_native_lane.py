@@ -93,6 +93,20 @@ def test_weighted_sums_match_the_function_path_in_both_gradients(function_calls,
                                torch.autograd.grad(expected, (x2, w2), grad))
 
 
+def test_a_mean_first_run_under_inference_mode_then_differentiated():
+    """The in-degree divisor is kept on the graph: built under inference mode it must still be a
+    tensor autograd can save when a later call is differentiated."""
+    g = graph()
+    x = torch.randn(g.num_src_nodes, 3, requires_grad=True)
+    with torch.inference_mode():
+        ops.gspmm(g, "copy_u", "mean", u=x.detach(), backend="scatter")
+    out = ops.gspmm(g, "copy_u", "mean", u=x, backend="scatter")
+    (dx,) = torch.autograd.grad(out.sum(), x)
+    counts = torch.bincount(g.dst, minlength=g.num_dst_nodes).clamp(min=1).float()
+    torch.testing.assert_close(dx, (1 / counts)[g.dst].new_zeros(g.num_src_nodes).index_add_(0, g.src, (1 / counts)[g.dst])
+                               .unsqueeze(1).expand(-1, 3))
+
+
 def test_double_backward_through_the_lane():
     g = graph()
     x = torch.randn(g.num_src_nodes, 3, dtype=torch.float64, requires_grad=True)

@@ -6,8 +6,8 @@ instead of the ``GSpMM`` autograd Function.
 Why: on the small graphs of mini-batches and batched small graphs the Function's bookkeeping,
 the front door's checks and the request (~100 us a call on the 2-core machine, where the kernel
 takes ~10) were most of a layer's aggregation; autograd's own nodes for these two ops cost
-nothing in Python, forward or backward, and need neither CSR nor the reverse graph, so a new
-batch's graph builds no format for them (``Graph.stats`` counts degrees without a CSR).
+nothing in Python, forward or backward, and need neither CSR nor the reverse graph (on a GPU,
+where the counting kernel does not run, ``Graph.stats`` then counts degrees without building one).
 
 Exact: the ``scatter`` backend computes the same messages (``u[src]``, times ``e`` for
 ``u_mul_e``), the same sums (torch-scatter's or torch's scatter-add over the edges in edge
@@ -43,14 +43,15 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     """``reduce_{(s, v)} u[s] (* e[edge])`` per destination ``v`` on the native lane, or None
     where the lane does not apply (the caller then takes the ordinary path)."""
     if (reduce not in REDUCES or not isinstance(g, Graph) or not isinstance(u, Tensor) or traced(u, e)
-            or u.layout != torch.strided or u.is_nested or u.dim() != 2 or u.dtype not in DTYPES or u.device != g.device
-            or u.shape[0] != g.num_src_nodes):
+            or u.layout != torch.strided or u.is_nested or u.dim() != 2 or u.dtype not in DTYPES
+            or u.device != g.device or u.shape[0] != g.num_src_nodes):
         return None  # (the ordinary path names what is wrong, if anything)
     if torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(u.device.type):
         return None
     if op == "u_mul_e":
-        if (not isinstance(e, Tensor) or e.layout != torch.strided or e.is_nested or e.dtype != u.dtype or e.device != u.device
-                or e.shape[0] != g.num_edges or not (e.dim() == 1 or (e.dim() == 2 and e.shape[1] == 1))):
+        if (not isinstance(e, Tensor) or e.layout != torch.strided or e.is_nested or e.dtype != u.dtype
+                or e.device != u.device or e.shape[0] != g.num_edges
+                or not (e.dim() == 1 or (e.dim() == 2 and e.shape[1] == 1))):
             return None
     elif op != "copy_u" or e is not None:
         return None
@@ -79,5 +80,6 @@ def _backend(g: Graph, op: str, reduce: str, u: Tensor, e: Tensor | None, explic
 def _in_degree_divisor(g: Graph, dtype: torch.dtype) -> Tensor:
     """``max(in_degree, 1)`` as a ``[num_dst, 1]`` column of ``dtype`` (kept on the graph)."""
     def build() -> Tensor:
-        return g.in_degree_counts().clamp(min=1).to(dtype).unsqueeze(1)
+        with torch.inference_mode(False):  # kept on the graph: a tensor autograd may save, whatever mode built it
+            return g.in_degree_counts().clamp(min=1).to(dtype).unsqueeze(1)
     return g.memo(("unigraph.ops.native_lane", "divisor", dtype), build)
