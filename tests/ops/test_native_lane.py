@@ -193,6 +193,19 @@ def test_where_the_lane_does_not_apply_the_ordinary_path_runs(function_calls):
         ops.gspmm(g, "copy_u", "sum", u=x[:-1], backend="scatter")
 
 
+def test_large_differentiated_cpu_calls_keep_the_function_path(function_calls):
+    """Beyond CPU_GRAD_EDGES edges torch's CPU backward of the lane is slower than the scatter
+    backend's: differentiated calls there take the Function, evaluation calls the lane."""
+    g = graph(num_src=200, num_dst=150, edges=native_lane.CPU_GRAD_EDGES + 1)
+    x = torch.randn(g.num_src_nodes, 4, requires_grad=True)
+    with torch.no_grad():
+        lane = ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
+    assert function_calls == []
+    out = ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
+    assert function_calls == ["scatter"]
+    torch.testing.assert_close(out, lane)
+
+
 def test_a_graph_changed_in_place_is_refused_before_and_after_the_forward():
     g = graph()
     x = torch.randn(g.num_src_nodes, 4, requires_grad=True)
