@@ -491,9 +491,8 @@ class Graph:
             elif "in_csr" in self._cache or "out_csr" in self._cache or torch.compiler.is_compiling():
                 stats = degree_stats(self.in_csr()[0], self.out_csr()[0])
             else:
-                src, dst = self._coo()
-                stats = stats_from_degrees(self.in_degree_counts(), torch.bincount(src, minlength=self._num_src),
-                                           self.num_edges)
+                out_degrees = torch.bincount(self._coo()[0], minlength=self._num_src)
+                stats = stats_from_degrees(self.in_degree_counts(), out_degrees, self.num_edges)
             self._cache["stats"] = stats
         return self._cache["stats"]
 

@@ -12,8 +12,9 @@ saved; a missing one, nothing):
 * ``benchmarks/results/selector_crossval_cuda.md``: the GPU cost model's held-out regret and
   auto-tune's measurements on held-out graphs;
 * ``backends/cost_constants_cuda.json``: the GPU cost model fitted to the committed
-  ``kernels_cuda.json`` and any ``--extra-suite`` results (committed beside it) (:func:`unigraph.benchmarking.cost_fit.fit_gpu_constants`; ``auto`` reads it
-  from then on, and ``tests/test_gpu_run.py`` checks that it refits exactly);
+  ``kernels_cuda.json`` and any ``--extra-suite`` results, committed beside it
+  (:func:`unigraph.benchmarking.cost_fit.fit_gpu_constants`; ``auto`` reads it from then on, and
+  ``tests/test_gpu_run.py`` checks that it refits exactly);
 * the README's GPU rows, between ``<!-- gpu-results:begin`` and ``<!-- gpu-results:end -->``.
 
 A dry run's folder is refused (its CPU figures must never become results) unless
@@ -185,8 +186,8 @@ def parse_args(argv=None):
     parser.add_argument("--constants", type=pathlib.Path, help="default backends/cost_constants_cuda.json")
     parser.add_argument("--readme", type=pathlib.Path, help="default README.md")
     parser.add_argument("--extra-suite", type=pathlib.Path, action="append", default=[], metavar="JSON",
-                        help="a further kernels.py result (named kernels_cuda_*.json) measured on the same GPU in the "
-                             "same lease, e.g. the densities the run's budget left out: committed beside "
+                        help="a further kernels.py result (named kernels_cuda_*.json) measured on the same GPU model "
+                             "(the densities the run's budget left out, or an earlier lease's suite): committed beside "
                              "kernels_cuda.json, part of the GPU constants' fit and of the held-out tables")
     parser.add_argument("--allow-dry-run", action="store_true",
                         help="accept a dry run's folder (tests), only with every target given")

@@ -40,8 +40,8 @@ def suite_arguments(dry_run: bool, budget_s: float) -> list[str]:
     argv = ["--device", "cpu" if dry_run else "cuda", "--nodes", str(preset["nodes"]),
             "--degrees", *map(str, preset["degrees"]), "--widths", *map(str, preset["widths"]),
             "--budget", str(preset["budget"]), "--repeats", str(preset["repeats"]),
-            "--min-run-ms", str(preset["min_run_ms"]), "--peers", *PEERS, "--degree-major", "--width-first", str(preset["widths"][0]),
-            "--on-device",
+            "--min-run-ms", str(preset["min_run_ms"]), "--peers", *PEERS, "--degree-major",
+            "--width-first", str(preset["widths"][0]), "--on-device",
             "--budget-s", f"{max(1.0, budget_s):.0f}"]
     if dry_run:  # the GPU's code paths on the CPU: dynamo without codegen, the GPU's bandwidth measurement
         argv += ["--compile-backend", "eager", "--bandwidth", "device-copy"]

@@ -60,10 +60,11 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
             return None
     elif op != "copy_u" or e is not None:
         return None
-    if u.device.type == "cpu" and g.num_edges > CPU_GRAD_EDGES and differentiated(u, e):
+    grad = differentiated(u, e)
+    if grad and u.device.type == "cpu" and g.num_edges > CPU_GRAD_EDGES:
         return None
     src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
-    if _backend(g, op, reduce, u, e, explicit) != BACKEND:
+    if _backend(g, op, reduce, u, grad, explicit) != BACKEND:
         return None
     messages = u.index_select(0, src)
     if e is not None:
@@ -74,13 +75,13 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     return out
 
 
-def _backend(g: Graph, op: str, reduce: str, u: Tensor, e: Tensor | None, explicit: str | None) -> str:
+def _backend(g: Graph, op: str, reduce: str, u: Tensor, grad: bool, explicit: str | None) -> str:
     """The backend the ordinary path would run this call on: the selector's choice for the request
     the front door would build (``auto``'s decision is memoised on the graph by the selector)."""
     name, _ = selector.current_choice(explicit)
     if name != "auto":
         return name
-    return selector.choose(g, Request("gspmm", op, reduce, max(u.shape[1], 1), u.dtype, u.device, differentiated(u, e),
+    return selector.choose(g, Request("gspmm", op, reduce, max(u.shape[1], 1), u.dtype, u.device, grad,
                                       torch.get_num_threads())).name
 
 
