@@ -1,5 +1,5 @@
-"""A rank that fails on purpose, for the data-parallel fault tests: run by
-:func:`unigraph.train.launch` (importable by name) and by ``torchrun`` (as a script)."""
+"""Ranks for the data-parallel fault tests (one that fails on purpose, one that exchanges as pipeline
+stages do): run by :func:`unigraph.train.launch` (importable by name) and by ``torchrun`` (as a script)."""
 from __future__ import annotations
 
 import os
@@ -48,6 +48,28 @@ def faulty_rank(mode: str, victim: int, folder: str) -> int:
         return context.rank
     finally:
         shutdown()
+
+
+def exchange_as_pipeline_stages(folder: str) -> int:
+    """Swap a tensor with the other rank through ``batch_isend_irecv`` (as pipeline stages do),
+    all-reduce one Python-made tensor, leave the job; then write how many gloo worker threads
+    outlived ``shutdown()`` and register an ``atexit`` handler that marks ``folder/atexit<r>``."""
+    import atexit
+    from unigraph.procs import GLOO_WORKER_THREADS, native_threads_named
+    context = init_distributed(timeout=60)
+    peer = 1 - context.rank
+    received = torch.empty(3)
+    ops = [dist.P2POp(dist.isend, torch.full((3,), float(context.rank)), peer), dist.P2POp(dist.irecv, received, peer)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    total = torch.ones(2)
+    dist.all_reduce(total)
+    shutdown()
+    folder = Path(folder)
+    (folder / f"threads{context.rank}").write_text(str(native_threads_named(GLOO_WORKER_THREADS)))
+    atexit.register((folder / f"atexit{context.rank}").write_text, "ran")
+    del ops   # held past shutdown() as a stage holds its operations: torch then keeps the group
+    return int(received[0]) + int(total[0])
 
 
 def killed_then_blamed(folder: str) -> None:

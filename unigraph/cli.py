@@ -33,6 +33,7 @@ from unigraph.data.errors import DataFileError
 from unigraph import bench
 from unigraph.cli_common import USER_ERRORS, _int_list, _print_summary, check_files, spec_from_args
 from unigraph.cli_parser import Parser
+from unigraph.procs import exit_if_gloo_outlived
 from unigraph.distributed import cli as partitioned
 from unigraph.storage import cli as on_disk
 from unigraph.train import job as jobs
@@ -184,5 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     return _train(train_parser, args, argv)
 
 
+def entry() -> int:
+    """The ``unigraph`` command (and ``python -m unigraph.cli``): :func:`main`, then, in a process
+    whose gloo group torch kept after the job (a pipeline rank under torchrun), an exit that skips
+    the interpreter's teardown, which could abort it (:func:`unigraph.procs.exit_if_gloo_outlived`)."""
+    code = main()
+    exit_if_gloo_outlived(code)
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

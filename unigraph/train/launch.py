@@ -31,6 +31,10 @@ Failure handling (no silent hang; see ``docs/faults.md``):
   stderr (``faulthandler``) and are stopped.
 * However the caller leaves (an error, Ctrl-C, a test's timeout, even SIGKILL), no rank outlives
   it: each rank holds the launcher's lifeline and exits the moment it ends.
+* A rank whose gloo process group outlived ``destroy_process_group`` (torch keeps one that
+  ``batch_isend_irecv`` used, as pipeline stages do) leaves without the interpreter's teardown
+  after it has reported its result (:func:`unigraph.procs.exit_if_gloo_outlived`): that teardown
+  could otherwise abort it (SIGABRT) after its work was done.
 
 Threads: each rank gets ``threads`` intra-op threads (default: the cores divided among the ranks,
 at least 1), as ``torchrun`` sets ``OMP_NUM_THREADS``; and OpenMP threads wait passively
@@ -54,8 +58,8 @@ from typing import Any, Callable, NoReturn
 import torch.multiprocessing as mp
 
 from unigraph.procs import (
-    Channel, Lifeline, describe_exit, exit_code_of, exit_with_parent, process_state, send_message, start_child,
-    stop_processes, wait_any)
+    Channel, Lifeline, describe_exit, exit_code_of, exit_if_gloo_outlived, exit_with_parent, process_state,
+    send_message, start_child, stop_processes, wait_any)
 
 SETTLE_SECONDS = 0.5   # after the first failure, how long the other ranks may still report theirs
 HEARTBEAT_SECONDS = 1.0   # how often a rank says it is alive (a thread of its own)
@@ -132,6 +136,7 @@ def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, cha
         reporter.send("error", traceback.format_exc())
         raise   # (after reporting: the launcher acts on the report, not on this process's exit)
     reporter.send("result", message=message)
+    exit_if_gloo_outlived(0)   # a gloo group torch kept after destroy_process_group could abort the exit
 
 
 @dataclasses.dataclass(order=True)
