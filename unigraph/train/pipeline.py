@@ -108,6 +108,11 @@ class PipelineTrainer(Trainer):
     exactly the whole mini-batch's gradient; batch normalization (GIN's MLPs) sees each
     micro-batch's statistics, as in GPipe, and GCN normalizes by degrees within each micro-batch's
     blocks (see :mod:`unigraph.train.trainer`).
+
+    Under ``torchrun`` in a script of your own, end each rank with
+    :func:`unigraph.procs.exit_if_gloo_outlived` after ``shutdown()`` (``unigraph train`` and
+    :func:`unigraph.train.launch` do): torch keeps a gloo group that the stages' ``P2POp``s used,
+    and its threads can abort the interpreter's exit (``docs/faults.md``).
     """
 
     def __init__(self, model: torch.nn.Module, dataset: NodeDataset, config: TrainConfig, pipeline: PipelineConfig,
