@@ -244,9 +244,9 @@ def exit_if_gloo_outlived(exit_code: int = 0) -> None:
     ``torch.distributed`` gloo process group are still running; otherwise return (the caller
     exits normally).
 
-    Why: once ``batch_isend_irecv`` has used a gloo group (``torch.distributed.pipelining`` does),
-    torch keeps the group alive after ``destroy_process_group()``, and with it its worker threads
-    (seen with torch 2.13). A worker frees each finished operation's tensors; when it does so
+    Why: while ``P2POp``s that used a gloo group live (``torch.distributed.pipelining``'s stages
+    hold theirs), torch keeps the group alive after ``destroy_process_group()``, and with it its
+    worker threads (seen with torch 2.13). A worker frees each finished operation's tensors; when it does so
     late (a busy machine), after finalization has begun, freeing a tensor that Python created
     takes the GIL, the interpreter ends that thread, and the C++ runtime aborts the process:
     "terminate called without an active exception", SIGABRT, after the work was done (about

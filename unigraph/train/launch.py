@@ -31,8 +31,8 @@ Failure handling (no silent hang; see ``docs/faults.md``):
   stderr (``faulthandler``) and are stopped.
 * However the caller leaves (an error, Ctrl-C, a test's timeout, even SIGKILL), no rank outlives
   it: each rank holds the launcher's lifeline and exits the moment it ends.
-* A rank whose gloo process group outlived ``destroy_process_group`` (torch keeps one that
-  ``batch_isend_irecv`` used, as pipeline stages do) leaves without the interpreter's teardown
+* A rank whose gloo process group outlived ``destroy_process_group`` (torch keeps one while
+  ``P2POp``s that used it live, as pipeline stages' do) leaves without the interpreter's teardown
   after it has reported its result (:func:`unigraph.procs.exit_if_gloo_outlived`): that teardown
   could otherwise abort it (SIGABRT) after its work was done.
 
