@@ -2,6 +2,7 @@
 stages do): run by :func:`unigraph.train.launch` (importable by name) and by ``torchrun`` (as a script)."""
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from unigraph.procs import GLOO_WORKER_THREADS, native_threads_named
 from unigraph.train.distributed import init_distributed, shutdown
 
 FAIL_AT_STEP = 3
@@ -54,8 +56,6 @@ def exchange_as_pipeline_stages(folder: str) -> int:
     """Swap a tensor with the other rank through ``batch_isend_irecv`` (as pipeline stages do),
     all-reduce one Python-made tensor, leave the job; then write how many gloo worker threads
     outlived ``shutdown()`` and register an ``atexit`` handler that marks ``folder/atexit<r>``."""
-    import atexit
-    from unigraph.procs import GLOO_WORKER_THREADS, native_threads_named
     context = init_distributed(timeout=60)
     peer = 1 - context.rank
     received = torch.empty(3)

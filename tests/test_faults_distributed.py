@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dist_helpers import faulty_rank
+from dist_helpers import exchange_as_pipeline_stages, faulty_rank
 from proc_helpers import children_of, kill_all, needs_proc, wait_gone
 from unigraph.train import LaunchError, launch
 
@@ -123,7 +123,6 @@ def test_an_error_that_only_says_a_peer_died_is_a_consequence(tail, consequence)
 @needs_proc
 @pytest.mark.timeout(120)
 def test_a_rank_whose_gloo_group_outlived_the_job_still_exits_cleanly_after_its_atexit_handlers(tmp_path):
-    from dist_helpers import exchange_as_pipeline_stages
     assert launch(exchange_as_pipeline_stages, 2, args=(str(tmp_path),), timeout=90) == [1 + 2, 0 + 2]
     for rank in range(2):
         assert (tmp_path / f"atexit{rank}").read_text() == "ran"
