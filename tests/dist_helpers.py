@@ -94,6 +94,23 @@ def killed_then_blamed(folder: str) -> None:
     raise ValueError("rank 1 saw rank 0 vanish")
 
 
+def blamed_before_killed(folder: str) -> None:
+    """No process group: rank 1 raises an error that says (in a multi-line message, as an RPC error
+    with its remote ``At:`` lines does) that its peer's connection closed; rank 0 SIGKILLs itself
+    1.5 s after that report: the launcher hears the consequence well before it sees the cause end."""
+    rank = int(os.environ["RANK"])
+    write_pid(Path(folder) / f"rank{rank}.pid")
+    raised = Path(folder) / "rank1.raised"
+    if rank == 1:
+        raised.write_text("")
+        raise RuntimeError("the 'features' request to rank 0 failed: connection closed by peer\n\nAt:\n"
+                           "  /somewhere/peers.py(102): _received")
+    while not raised.exists():
+        time.sleep(0.01)
+    time.sleep(1.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def waiting_rank(folder: str) -> None:
     """Joins the job, writes its pid to ``folder/rank<r>.pid`` and waits in a collective that never
     completes (rank 0 sleeps instead): only the end of its launcher can end it."""

@@ -120,6 +120,16 @@ def test_an_error_that_only_says_a_peer_died_is_a_consequence(tail, consequence)
     assert failure.consequence is consequence
 
 
+@pytest.mark.parametrize("consequence", [True, False])
+def test_a_lost_peer_is_read_in_the_whole_final_message_not_the_tracebacks_last_line(consequence):
+    """An RPC error's message carries the remote side's ``At:`` lines after its own text."""
+    from unigraph.train.launch import _error_failure
+    said = "machine 1's graph server is gone (connection closed by peer" if consequence else "no seeds"
+    message = f"unigraph.distributed.peers.RemoteError: {said}: eof\n\nAt:\n  /x/peers.py(102): _received\n"
+    failure = _error_failure(0, 0.0, "Traceback (most recent call last):\n  ...\n" + message, message)
+    assert failure.consequence is consequence
+
+
 @needs_proc
 @pytest.mark.timeout(120)
 def test_a_rank_whose_gloo_group_outlived_the_job_still_exits_cleanly_after_its_atexit_handlers(tmp_path):

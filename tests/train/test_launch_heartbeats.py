@@ -1,6 +1,7 @@
 """The launcher watches its ranks' heartbeats: a SIGSTOPped rank (alive, silent) ends the job within
 seconds, named as stopped, instead of after the collectives' timeout with another rank blamed; and a
-rank killed by a signal is listed first even when a peer's error about it arrives in the same poll."""
+rank killed by a signal is listed first even when a peer's error about it arrives in the same poll,
+or (an error that says the peer's connection closed) before its end is seen."""
 from __future__ import annotations
 
 import time
@@ -8,7 +9,7 @@ import time
 import pytest
 
 import importlib
-from dist_helpers import faulty_rank, killed_then_blamed
+from dist_helpers import blamed_before_killed, faulty_rank, killed_then_blamed
 from proc_helpers import kill_all, needs_proc, wait_gone
 from unigraph.train import LaunchError, launch
 
@@ -54,6 +55,21 @@ def test_a_rank_killed_by_a_signal_is_listed_before_the_peer_that_saw_it_die(tmp
         message = str(failure.value)
         assert message.startswith("rank 0 failed first: it was killed by signal 9 (SIGKILL"), message[:2000]
         assert "rank 1 failed after that" in message and "rank 1 saw rank 0 vanish" in message
+    finally:
+        kill_all(_rank_pids(tmp_path))
+
+
+@needs_proc
+@pytest.mark.timeout(180)
+def test_a_lost_peer_error_heard_before_the_peers_end_waits_for_it_and_is_listed_after_it(tmp_path):
+    """Stop 37's CI: a trainer's RPC error about a killed server (its message ends in remote ``At:``
+    lines) reached the launcher a poll before the server's exit, and was named as the cause."""
+    try:
+        with pytest.raises(LaunchError) as failure:
+            launch(blamed_before_killed, 2, args=(str(tmp_path),), timeout=120)
+        message = str(failure.value)
+        assert message.startswith("rank 0 failed first: it was killed by signal 9 (SIGKILL"), message[:2000]
+        assert "rank 1 failed after that (it lost a peer: a consequence, not a cause)" in message, message[:2000]
     finally:
         kill_all(_rank_pids(tmp_path))
 

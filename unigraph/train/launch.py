@@ -13,10 +13,12 @@ Failure handling (no silent hang; see ``docs/faults.md``):
   its traceback (with a timestamp) before it exits; a rank that dies without a Python error (a
   signal such as the OOM killer's SIGKILL, ``os._exit``, a segfault) is seen by its exit code.
 * Half a second after the first failure (time for a simultaneous, independent failure to report
-  too), every rank still running is stopped and :class:`LaunchError` names the rank that failed
-  *first* and how: its traceback, or its exit code or signal. A rank whose error only says that
-  a peer vanished (a connection reset or closed by the peer) is a consequence, never the cause:
-  it is listed after the root cause whatever its timestamp.
+  too; up to ``CAUSE_SECONDS`` while every failure only says that a peer vanished, so that the
+  peer's own end is seen), every rank still running is stopped and :class:`LaunchError` names
+  the rank that failed *first* and how: its traceback, or its exit code or signal. A rank whose
+  error only says that a peer vanished (a connection reset or closed by the peer, anywhere in its
+  final exception's message) is a consequence, never the cause: it is listed after the root cause
+  whatever its timestamp.
 * Each rank sends a heartbeat every second (a thread of its own). A rank that falls silent and
   that the kernel reports stopped (SIGSTOP: state ``T`` in ``/proc``) fails the job within about
   ``STOPPED_AFTER`` (2) seconds, named as stopped; one silent for ``heartbeat_timeout`` seconds
@@ -62,6 +64,7 @@ from unigraph.procs import (
     send_message, start_child, stop_processes, wait_any)
 
 SETTLE_SECONDS = 0.5   # after the first failure, how long the other ranks may still report theirs
+CAUSE_SECONDS = 3.0    # while every failure only says a peer vanished, how long to wait for the peer's own end
 HEARTBEAT_SECONDS = 1.0   # how often a rank says it is alive (a thread of its own)
 STOPPED_AFTER = 2.0       # a rank that is silent this long and stopped (SIGSTOP: state T in /proc) has failed
 HEARTBEAT_TIMEOUT = 120.0  # a rank silent this long has failed whatever its state (a numba kernel holds the GIL
@@ -132,8 +135,8 @@ def _rank_main(local_rank: int, target: Callable, args: tuple, threads: int, cha
         value = target(*args)
         # plain pickle bytes: a tensor sent as a torch shared-memory handle would vanish with this rank
         message = pickle.dumps(("result", local_rank, time.time(), value))
-    except BaseException:
-        reporter.send("error", traceback.format_exc())
+    except BaseException as error:
+        reporter.send("error", (traceback.format_exc(), "".join(traceback.format_exception_only(error))))
         raise   # (after reporting: the launcher acts on the report, not on this process's exit)
     reporter.send("result", message=message)
     exit_if_gloo_outlived(0)   # a gloo group torch kept after destroy_process_group could abort the exit
@@ -151,9 +154,14 @@ class _Failure:
         return f"\n{self.text.rstrip()}" if self.text else ""
 
 
-def _error_failure(rank: int, when: float, text: str) -> _Failure:
-    tail = text.strip().splitlines()[-1].lower() if text.strip() else ""
-    return _Failure(any(pattern in tail for pattern in PEER_LOST), when, rank, "raised an exception", text)
+def _error_failure(rank: int, when: float, text: str, message: str | None = None) -> _Failure:
+    """A rank's error; ``message`` is its final exception's own text (``format_exception_only``),
+    which may span lines (an RPC error carries the remote ``At:`` lines): the whole of it is read,
+    not the traceback's last line. Without it, the traceback's last line stands for it."""
+    if message is None:
+        message = text.strip().splitlines()[-1] if text.strip() else ""
+    lowered = message.lower()
+    return _Failure(any(pattern in lowered for pattern in PEER_LOST), when, rank, "raised an exception", text)
 
 
 def launch(target: Callable, nproc: int, args: tuple = (), *, timeout: float = 600.0, threads: int | None = None,
@@ -220,17 +228,25 @@ class _Job:
             now = time.monotonic()
             if first_failure is None and self.failures:
                 first_failure = now
-            if first_failure is not None and now - first_failure >= SETTLE_SECONDS:
+            if first_failure is not None and now - first_failure >= self._settle_seconds():
                 break
             if now >= deadline:
                 self._time_out(timeout)
-            limit = deadline if first_failure is None else min(deadline, first_failure + SETTLE_SECONDS)
+            limit = deadline if first_failure is None else min(deadline, first_failure + self._settle_seconds())
             self._poll(min(limit - now, HEARTBEAT_SECONDS))
             self._check_heartbeats()
         if self.failures:
+            self._poll(0.0)   # a rank that ended meanwhile is named for its own end, not for being stopped
             self.stop()
             raise LaunchError(self._failure_report())
         return [self.results[rank] for rank in range(self.nproc)]
+
+    def _settle_seconds(self) -> float:
+        """How long after the first failure the others may still report: longer while every failure
+        so far only says a peer vanished, so the peer's own end (its exit code, seen a moment after
+        its connections closed) can be named as the cause."""
+        causes = [failure for failure in self.failures.values() if not failure.consequence]
+        return SETTLE_SECONDS if causes else CAUSE_SECONDS
 
     def _poll(self, seconds: float) -> None:
         """Wait up to ``seconds`` for news from any rank, and take it in."""
@@ -281,7 +297,7 @@ class _Job:
             if kind == "result":
                 self.results[rank] = payload
             else:
-                self.failures[rank] = _error_failure(rank, when, payload)
+                self.failures[rank] = _error_failure(rank, when, *payload)
 
     def _time_out(self, timeout: float) -> NoReturn:
         stuck = [rank for rank in range(self.nproc) if rank not in self.exited]
