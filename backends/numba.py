@@ -16,7 +16,7 @@ from torch import Tensor
 
 from unigraph.backends.base import Availability, Backend, Contract, Request, gsddmm_by_gather, per_slice_plan
 from unigraph.kernels.cpu import alloc, current_threads, threads_for
-from unigraph.kernels.cpu.indices import compact, in_slots, index_dtype
+from unigraph.kernels.cpu.indices import compact, csr_plan, in_slots, index_dtype
 from unigraph.ops.broadcast import broadcast_offsets
 from unigraph.ops.spec import gspmm_features, gsddmm_features
 from unigraph.structure import GraphTensors
@@ -32,14 +32,6 @@ def _np(t: Tensor) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def _offsets(feature_shape: tuple, out_shape: tuple) -> np.ndarray:
     return broadcast_offsets(feature_shape, out_shape).numpy()
-
-
-def _blocked(ptr: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """(work-balanced row blocks, CSR pointer) for a node-parallel kernel; call it inside
-    ``threads_for`` so the blocks match the threads that will run them."""
-    from unigraph.kernels.cpu.schedule import row_blocks  # imports numba: on first use only
-    ptr = _np(ptr)
-    return row_blocks(ptr), ptr
 
 
 def _slot_like(num_edges: int) -> np.ndarray:
@@ -62,9 +54,10 @@ def _column_parts(width: int) -> np.ndarray:
     return np.array(bounds, dtype=np.int64)
 
 
-def _in_indices(g: GraphTensors) -> tuple[np.ndarray, np.ndarray]:
-    """The in-CSR's sources and edge ids as the kernels take them (int32 where they fit)."""
-    return compact(g.in_src, g.num_src), compact(g.in_eid, g.num_edges)
+def _in_plan(g: GraphTensors) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(blocks, ptr, sources, edge ids)`` of the in-CSR as the node-parallel kernels take it,
+    kept per graph direction and thread count (``indices.csr_plan``); call it inside ``threads_for``."""
+    return csr_plan(g.in_ptr, g.in_src, g.in_eid, g.num_src, current_threads())
 
 
 def _rows_of(g: GraphTensors, target: str) -> np.ndarray:
@@ -112,10 +105,9 @@ class NumbaBackend(Backend):
         out = alloc.empty((g.num_dst,) + features, like.dtype)
         out2 = _np(out.view(g.num_dst, width))
         sign = 1.0 if reduce == "max" else -1.0
-        src, eid = _in_indices(g)
         plan = per_slice_plan(op, u, e) if reduce == "sum" and op == "u_mul_e" else None
         with threads_for(g.num_edges * width):
-            blocks, ptr = _blocked(g.in_ptr)
+            blocks, ptr, src, eid = _in_plan(g)
             if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
                 rows, x = (src if op == "copy_u" else eid), _np(like.reshape(like.shape[0], width))
                 if not extreme:
@@ -213,7 +205,8 @@ class NumbaBackend(Backend):
         width = math.prod(scores.shape[1:])
         if g.num_edges and width:
             with threads_for(g.num_edges * width):
-                softmax.edge_softmax(*_blocked(g.in_ptr), compact(g.in_eid, g.num_edges),
+                blocks, ptr, _, eid = _in_plan(g)
+                softmax.edge_softmax(blocks, ptr, eid,
                                      _np(scores.reshape(g.num_edges, width)),
                                      _np(out.view(g.num_edges, width)))
         return out
@@ -227,7 +220,7 @@ class NumbaBackend(Backend):
         row_sum = alloc.empty((g.num_dst, h.shape[1]), h.dtype)
         dummy = np.zeros((1, 1), dtype=_np(h[:0]).dtype)
         with threads_for(g.num_edges * h[0].numel()):
-            gat.forward(*_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
+            gat.forward(*_in_plan(g), _np(h), _np(el), _np(er),
                         _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                         _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None,
                         float(negative_slope), _np(out), _np(row_max), _np(row_sum))
@@ -250,11 +243,12 @@ class NumbaBackend(Backend):
         d_el = alloc.empty((g.num_src, heads), h.dtype)
         with threads_for(g.num_edges * h[0].numel()):
             gat.backward_by_destination(
-                *_blocked(g.in_ptr), *_in_indices(g), _np(h), _np(el), _np(er),
+                *_in_plan(g), _np(h), _np(el), _np(er),
                 _np(edge_scores) if edge_scores is not None else dummy, edge_scores is not None,
                 _np(edge_mask) if edge_mask is not None else dummy, edge_mask is not None, float(negative_slope),
                 _np(out), _np(row_max), _np(row_sum), _np(grad_out), _np(d_er), _np(dz), _np(kept))
-            gat.backward_by_source(*_blocked(g.out_ptr), compact(g.out_dst, g.num_dst),
+            blocks, ptr, dst, _ = _in_plan(g.reverse())
+            gat.backward_by_source(blocks, ptr, dst,
                                    in_slots(g.out_eid, g.in_eid), _np(grad_out), _np(dz), _np(kept), need[0],
                                    _np(dh) if dh is not None else _np(grad_out[:0]), _np(d_el))
         d_edge = None

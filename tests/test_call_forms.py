@@ -146,6 +146,22 @@ def test_cache_holds_nothing_alive_and_is_bounded():
     assert len(call_forms._CACHE) == call_forms.CACHE_SIZE
 
 
+@pytest.mark.parametrize("choice", ["auto", "numba", "scatter"])
+def test_a_new_edge_index_gets_its_formats_in_one_pass_unless_the_choice_may_avoid_them(choice):
+    """Under ``auto`` (whose first call counts the degrees with the kernel that builds both CSRs)
+    and CSR backends, the graph of a new edge_index is built with its formats in one pass; under
+    ``scatter`` a layer's calls may need no CSR (the native lane), and none is built."""
+    pytest.importorskip("numba")
+    call_forms.clear_cache()
+    x = torch.randn(N, IN)
+    with unigraph.use_backend(choice):
+        graph = call_forms.resolve("t", x, graph_edges(7)).graph
+        assert graph.has_memo("in_csr") is (choice != "scatter")
+        out = U.GINConv(torch.nn.Identity())(x, graph_edges(7))
+    plain = unigraph.Graph(graph_edges(7), num_nodes=N)
+    assert torch.equal(out, x + unigraph.ops.gspmm(plain, "copy_u", "sum", x))
+
+
 def test_dgl_graph_changed_in_place_is_reconverted(dgl):
     conv = U.SAGEConv(IN, OUT).double()
     edge_index = graph_edges(6)

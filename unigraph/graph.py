@@ -18,7 +18,7 @@ from unigraph import graph_compat
 from unigraph.graph_compat import count
 from unigraph.self_loops import with_self_loops
 from unigraph.structure import (DegreeStats, GraphTensors, build_both_csr, build_csr, check_index_range, checked_copies,
-                                degree_stats, stats_from_degrees, stats_from_moments)
+                                degree_stats, ingest_edge_index, stats_from_degrees, stats_from_moments)
 from unigraph.structure import owned_index as _owned
 from unigraph.traced_structure import traced_checked_copies, traced_csr
 
@@ -225,6 +225,32 @@ class Graph:
                         else FeatureStore(num_src, "ndata", "nodes"))
         self.dstdata = FeatureStore(num_dst, "dstdata", "destination nodes") if bipartite else self.srcdata
         self.edata = FeatureStore(src.numel(), "edata", "edges")
+
+    @classmethod
+    def _with_formats(cls, edge_index: Any, num_src: int, num_dst: int, bipartite: bool) -> "Graph":
+        """``Graph(edge_index, num_nodes=num_src)`` (``num_src_nodes`` and ``num_dst_nodes`` when
+        ``bipartite``) with both CSRs and the degree statistics built in the same pass over the
+        edges that copies and checks the indices (``structure.ingest_edge_index``), where that
+        kernel runs; else exactly the plain constructor. For a layer given a new ``edge_index``
+        (a mini-batch every step) on the CPU, whose first call builds both CSRs anyway
+        (``stats``): one pass instead of three (~90 us of a 7,500-edge batch's first layer)."""
+        if bipartite:
+            plain = lambda: cls(edge_index, num_src_nodes=num_src, num_dst_nodes=num_dst)  # noqa: E731
+        else:
+            plain = lambda: cls(edge_index, num_nodes=num_src)  # noqa: E731
+        if torch.compiler.is_compiling() or not isinstance(edge_index, Tensor) or (not bipartite and num_src != num_dst):
+            return plain()
+        edge_index = _as_edge_index(edge_index)
+        n_src, n_dst = _check_count("num_src_nodes", num_src), _check_count("num_dst_nodes", num_dst)
+        built = ingest_edge_index(edge_index, n_src, n_dst, bipartite)
+        if built is None:
+            return plain()
+        src, dst, in_csr, out_csr, moments = built
+        graph = cls._trusted(src, dst, n_src, n_dst, bipartite)
+        graph._set_format("in_csr", in_csr)
+        graph._set_format("out_csr", out_csr)
+        graph._cache["degree_moments"] = moments
+        return graph
 
     @classmethod
     def _trusted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int, bipartite: bool) -> "Graph":

@@ -185,6 +185,23 @@ def build_both_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int):
     return tuple(tensors[:3]), tuple(tensors[3:]), (int(max_in), int(max_out), int(squares_in))
 
 
+def ingest_edge_index(edge_index: Tensor, num_src: int, num_dst: int, bipartite: bool):
+    """``(src, dst, in_csr, out_csr, moments)``: :func:`checked_copies` and :func:`build_both_csr`
+    in one pass over the edges (``unigraph.kernels.cpu.csr.ingest``), or None where that kernel
+    cannot run (not an int64 CPU tensor, no numba). An index out of range raises the error
+    :func:`checked_copies` raises, naming the first offending edge."""
+    if edge_index.device.type != "cpu" or edge_index.dtype != torch.int64 or not _numba_csr():
+        return None
+    from unigraph.kernels.cpu.csr import ingest
+    with torch.inference_mode(False):   # normal tensors: the graph guards their version counters
+        bad, *arrays, max_in, max_out, squares_in = ingest(edge_index.detach().contiguous().numpy(), num_src, num_dst)
+        if bad >= 0:
+            checked_copies(edge_index, num_src, num_dst, bipartite)   # raises, naming the problem
+            raise AssertionError(f"edge {bad} is out of range but checked_copies accepted it")
+        src, dst, *formats = (torch.from_numpy(a) for a in arrays)
+    return src, dst, tuple(formats[:3]), tuple(formats[3:]), (int(max_in), int(max_out), int(squares_in))
+
+
 def _counting_runs(rows: Tensor, cols: Tensor) -> bool:
     """Whether the counting kernels can build these indices' CSR: int64 CPU tensors, numba installed."""
     return (rows.device.type == "cpu" and rows.dtype == torch.int64 and cols.dtype == torch.int64

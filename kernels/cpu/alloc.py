@@ -229,7 +229,9 @@ def empty(shape, dtype: torch.dtype) -> torch.Tensor:
     it is large (see the module docstring); contiguous, and resizable as any tensor."""
     shape = tuple(int(s) for s in shape)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or _POOL.max_bytes == 0 or not _CAN_COUNT_OWNERS:
+    if nbytes < MIN_BYTES:   # glibc's heap recycles these; no huge page fits (the common case: keep it short)
+        return torch.empty(shape, dtype=dtype)
+    if _POOL.max_bytes == 0 or not _CAN_COUNT_OWNERS:
         t = torch.empty(shape, dtype=dtype)
         advise_huge_pages(t)
         return t

@@ -16,6 +16,17 @@ import numpy as np
 
 
 @numba.njit(cache=True)
+def _fill(rows, cols, ptr, sorted_cols, perm):
+    """The second pass of a counting sort: ``ptr`` holds the row starts; each row keeps input order."""
+    fill = ptr[:-1].copy()
+    for k in range(rows.shape[0]):
+        slot = fill[rows[k]]
+        fill[rows[k]] = slot + 1
+        perm[slot] = k
+        sorted_cols[slot] = cols[k]
+
+
+@numba.njit(cache=True)
 def counting_csr(rows, cols, num_rows):
     """``(ptr, cols in row order, perm)`` for the edges ``rows[k] -> cols[k]`` (``0 <= rows[k] <
     num_rows``, checked by the caller): ``perm`` lists the edge ids row by row, each row's in
@@ -26,14 +37,9 @@ def counting_csr(rows, cols, num_rows):
         ptr[rows[k] + 1] += 1
     for i in range(num_rows):
         ptr[i + 1] += ptr[i]
-    fill = ptr[:-1].copy()
     perm = np.empty(edges, np.int64)
     sorted_cols = np.empty(edges, np.int64)
-    for k in range(edges):
-        slot = fill[rows[k]]
-        fill[rows[k]] = slot + 1
-        perm[slot] = k
-        sorted_cols[slot] = cols[k]
+    _fill(rows, cols, ptr, sorted_cols, perm)
     return ptr, sorted_cols, perm
 
 
@@ -58,3 +64,46 @@ def both_csr(src, dst, num_src, num_dst):
     max_in, squares_in = _degree_moments(in_ptr)
     max_out, _ = _degree_moments(out_ptr)
     return in_ptr, in_src, in_eid, out_ptr, out_dst, out_eid, max_in, max_out, squares_in
+
+
+@numba.njit(cache=True)
+def ingest(edge_index, num_src, num_dst):
+    """A new ``[2, E]`` edge list made into a graph's structure in one call: its rows copied and
+    range-checked (``0 <= src < num_src``, ``0 <= dst < num_dst``), both CSRs built by counting,
+    and the degree figures the selector reads: ``(bad, src, dst, in_ptr, in_src, in_eid, out_ptr,
+    out_dst, out_eid, max_in, max_out, sum of squared in-degrees)``. ``bad`` is -1, or the first
+    edge with an index out of range (then nothing else is meaningful; the caller names the
+    problem). One pass over the edges where copies, checks and counts were three."""
+    edges = edge_index.shape[1]
+    src = np.empty(edges, np.int64)
+    dst = np.empty(edges, np.int64)
+    in_ptr = np.zeros(num_dst + 1, np.int64)
+    out_ptr = np.zeros(num_src + 1, np.int64)
+    bad = -1
+    for k in range(edges):
+        s, d = edge_index[0, k], edge_index[1, k]
+        if s < 0 or s >= num_src or d < 0 or d >= num_dst:
+            bad = k
+            break
+        src[k] = s
+        dst[k] = d
+        in_ptr[d + 1] += 1
+        out_ptr[s + 1] += 1
+    in_src = np.empty(edges if bad < 0 else 0, np.int64)
+    in_eid = np.empty(edges if bad < 0 else 0, np.int64)
+    out_dst = np.empty(edges if bad < 0 else 0, np.int64)
+    out_eid = np.empty(edges if bad < 0 else 0, np.int64)
+    if bad >= 0:
+        return bad, src, dst, in_ptr, in_src, in_eid, out_ptr, out_dst, out_eid, 0, 0, 0
+    max_in, squares_in, max_out = 0, 0, 0
+    for i in range(num_dst):
+        count = in_ptr[i + 1]
+        max_in = max(max_in, count)
+        squares_in += count * count
+        in_ptr[i + 1] += in_ptr[i]
+    for i in range(num_src):
+        max_out = max(max_out, out_ptr[i + 1])
+        out_ptr[i + 1] += out_ptr[i]
+    _fill(dst, src, in_ptr, in_src, in_eid)
+    _fill(src, dst, out_ptr, out_dst, out_eid)
+    return bad, src, dst, in_ptr, in_src, in_eid, out_ptr, out_dst, out_eid, max_in, max_out, squares_in

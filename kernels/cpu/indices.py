@@ -22,8 +22,8 @@ import torch
 
 INT32_LIMIT = int(np.iinfo(np.int32).max)
 
-# (id(tensor), what) -> (guard, array); an entry is dropped when its tensor is freed
-_CACHE: dict[tuple[int, str], tuple[tuple, np.ndarray]] = {}
+# (id(tensor), what) -> (guard, value, weak reference to the tensor); an entry is dropped when its tensor is freed
+_CACHE: dict[tuple[int, str], tuple] = {}
 
 
 def index_dtype(bound: int) -> np.dtype:
@@ -37,17 +37,17 @@ def _guard(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), tuple(t.shape), t.stride(), t._version)
 
 
-def _cached(owner: torch.Tensor, what: str, guard: tuple, make) -> np.ndarray:
-    """The array ``make()`` built from ``owner`` (``what`` names which one) under ``guard``, made
-    again when the guard changed; the entry goes when ``owner`` is freed."""
+def _cached(owner: torch.Tensor, what: str, guard: tuple, make):
+    """The value ``make()`` built from ``owner`` (``what`` names which one) under ``guard``, made
+    again when the guard changed; the entry goes when ``owner`` is freed (a weak reference's
+    callback: it runs as the tensor's Python object is freed, before its id can be reused)."""
     key = (id(owner), what)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == guard:
         return hit[1]
     made = make()
-    if hit is None:
-        weakref.finalize(owner, _CACHE.pop, key, None)
-    _CACHE[key] = (guard, made)
+    ref = hit[2] if hit is not None else weakref.ref(owner, lambda _, key=key: _CACHE.pop(key, None))
+    _CACHE[key] = (guard, made, ref)
     return made
 
 
@@ -55,11 +55,37 @@ def compact(t: torch.Tensor, bound: int) -> np.ndarray:
     """The int64 index tensor ``t`` (values in ``[0, bound)``) as the numpy array the kernels
     take: an int32 copy (cached, see module docstring) where :func:`index_dtype` allows it,
     else a zero-copy view of ``t``."""
-    if t.dtype != torch.int64:
-        raise TypeError(f"index tensors are int64, got {t.dtype}")
-    if index_dtype(bound) == np.int64 or t.requires_grad:
+    if _kept_int64(t, bound):
         return t.detach().contiguous().numpy()
     return _cached(t, "int32", _guard(t), lambda: t.contiguous().numpy().astype(np.int32))
+
+
+def _kept_int64(t: torch.Tensor, bound: int) -> bool:
+    """Whether the kernels read ``t`` as it is (a view) rather than as an int32 copy."""
+    if t.dtype != torch.int64:
+        raise TypeError(f"index tensors are int64, got {t.dtype}")
+    return index_dtype(bound) == np.int64 or t.requires_grad
+
+
+def _uncached(t: torch.Tensor, bound: int) -> np.ndarray:
+    """:func:`compact`'s array, made now (for a caller that keeps it itself)."""
+    return t.detach().contiguous().numpy() if _kept_int64(t, bound) else t.contiguous().numpy().astype(np.int32)
+
+
+def csr_plan(ptr: torch.Tensor, cols: torch.Tensor, eid: torch.Tensor, num_cols: int, threads: int) -> tuple:
+    """``(blocks, ptr, cols, eid)``: one CSR as the node-parallel kernels take it: work-balanced
+    row blocks for ``threads`` threads (:func:`unigraph.kernels.cpu.schedule.row_blocks`), the
+    pointer as numpy, and the column indices and edge ids as :func:`compact` gives them. Made
+    once per CSR and thread count and kept like :func:`compact`'s copies, guarded by all three
+    tensors (identity, address, shape, strides, version): a layer's calls on one graph, forward
+    and backward, then look it up once instead of converting and blocking four arrays each."""
+    guard = (_guard(ptr), _guard(cols), _guard(eid), id(cols), id(eid), num_cols)
+
+    def make() -> tuple:
+        from unigraph.kernels.cpu.schedule import row_blocks  # imports numba: on first use only
+        pointer = ptr.detach().contiguous().numpy()
+        return row_blocks(pointer, threads), pointer, _uncached(cols, num_cols), _uncached(eid, eid.numel())
+    return _cached(ptr, f"plan{threads}", guard, make)
 
 
 def in_slots(out_eid: torch.Tensor, in_eid: torch.Tensor) -> np.ndarray:

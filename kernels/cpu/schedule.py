@@ -37,10 +37,10 @@ def _balanced_bounds(ptr, parts):
     return bounds
 
 
-def row_blocks(ptr: np.ndarray) -> np.ndarray:
+def row_blocks(ptr: np.ndarray, threads: int | None = None) -> np.ndarray:
     """Non-decreasing row bounds ``b`` (``b[0] = 0``, ``b[-1] = rows``): block ``i`` is rows
-    ``b[i]:b[i+1]``, about equal work each, ``BLOCKS_PER_THREAD`` blocks per numba thread (the
-    calling thread's count: call it inside ``threads_for``)."""
+    ``b[i]:b[i+1]``, about equal work each, ``BLOCKS_PER_THREAD`` blocks per numba thread
+    (``threads``, else the calling thread's count: call it inside ``threads_for``)."""
     rows = ptr.shape[0] - 1
-    parts = max(1, min(rows, BLOCKS_PER_THREAD * current_threads()))
+    parts = max(1, min(rows, BLOCKS_PER_THREAD * (threads if threads is not None else current_threads())))
     return _balanced_bounds(ptr, parts)

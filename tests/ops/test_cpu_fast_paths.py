@@ -63,6 +63,57 @@ def test_compact_entry_dies_with_its_tensor():
     assert key not in indices._CACHE
 
 
+def _csr(n: int = 6, edges: int = 20, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return unigraph.Graph(torch.randint(0, n, (2, edges), generator=gen), num_nodes=n).tensors()
+
+
+def test_a_csr_plan_holds_what_the_kernels_took_before_and_is_made_once_per_thread_count():
+    from unigraph.kernels.cpu.schedule import row_blocks
+    g = _csr()
+    plan = indices.csr_plan(g.in_ptr, g.in_src, g.in_eid, g.num_src, 2)
+    blocks, ptr, src, eid = plan
+    assert np.array_equal(blocks, row_blocks(g.in_ptr.numpy(), 2)) and np.array_equal(ptr, g.in_ptr.numpy())
+    assert src.dtype == eid.dtype == np.int32
+    assert src.tolist() == g.in_src.tolist() and eid.tolist() == g.in_eid.tolist()
+    assert indices.csr_plan(g.in_ptr, g.in_src, g.in_eid, g.num_src, 2) is plan      # kept while unchanged
+    one = indices.csr_plan(g.in_ptr, g.in_src, g.in_eid, g.num_src, 1)
+    assert np.array_equal(one[0], row_blocks(g.in_ptr.numpy(), 1)) and one is not plan
+    assert indices.csr_plan(g.in_ptr, g.in_src, g.in_eid, g.num_src, 2) is plan      # each count its own entry
+
+
+@pytest.mark.parametrize("change", ["ptr", "cols", "eid", "other cols", "set_"])
+def test_a_csr_plan_follows_every_change_of_its_three_tensors(change):
+    g = _csr()
+    ptr, cols, eid = g.in_ptr.clone(), g.in_src.clone(), g.in_eid.clone()
+    first = indices.csr_plan(ptr, cols, eid, g.num_src, 2)
+    if change == "ptr":
+        ptr[1:] = ptr[-1]                        # every edge in row 0
+    elif change == "cols":
+        cols[0] = (cols[0] + 1) % g.num_src
+    elif change == "eid":
+        eid[:2] = eid[:2].flip(0)
+    elif change == "other cols":
+        cols = cols.roll(1)                      # another tensor of the same shape
+    else:
+        cols.set_(cols.flip(0).clone())          # new storage under the same tensor
+    blocks, p, c, e = indices.csr_plan(ptr, cols, eid, g.num_src, 2)
+    assert (p.tolist(), c.tolist(), e.tolist()) == (ptr.tolist(), cols.tolist(), eid.tolist())
+    assert not (first[1] is p and first[2] is c and first[3] is e)
+
+
+def test_a_csr_plan_dies_with_its_pointer_and_keeps_int64_past_the_limit():
+    g = _csr()
+    ptr = g.in_ptr.clone()
+    indices.csr_plan(ptr, g.in_src, g.in_eid, g.num_src, 2)
+    key = (id(ptr), "plan2")
+    assert key in indices._CACHE
+    del ptr
+    assert key not in indices._CACHE
+    wide = indices.csr_plan(g.in_ptr, g.in_src, g.in_eid, 2**31 + 1, 2)
+    assert wide[2].dtype == np.int64 and wide[3].dtype == np.int32   # each array by its own bound, as compact
+
+
 def test_in_slots_maps_each_out_slot_to_the_in_slot_of_its_edge():
     g, _ = _hub_graph(num_nodes=50, num_edges=400)
     t = g.tensors()

@@ -44,6 +44,7 @@ from torch import Tensor
 
 from unigraph.convert import sparse_entries
 from unigraph.graph import Graph
+from unigraph.ops import native_lane
 
 FORMS = ("conv(g, x) with g a unigraph.Graph, a DGL graph or a PyG Data/Batch; "
          "conv(x, edge_index) with edge_index a [2, E] integer tensor, a torch_sparse.SparseTensor "
@@ -338,6 +339,8 @@ def _edge_index_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bip
 
 def _new_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
     try:
+        if not native_lane.may_avoid_csr():  # the first call builds both CSRs: do it in the pass that checks
+            return Graph._with_formats(edge_index, counts[0], counts[1], bipartite)
         if bipartite:
             return Graph(edge_index, num_src_nodes=counts[0], num_dst_nodes=counts[1])
         return Graph(edge_index, num_nodes=counts[0])

@@ -75,6 +75,13 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     return out
 
 
+def may_avoid_csr() -> bool:
+    """Whether the current backend choice names this lane's backend, so that a graph's calls may
+    run without its CSRs; under any other choice a CPU graph's first call builds both (``auto``
+    counts its degree statistics with the kernel that builds them)."""
+    return selector.current_choice()[0] == BACKEND
+
+
 def _backend(g: Graph, op: str, reduce: str, u: Tensor, grad: bool, explicit: str | None) -> str:
     """The backend the ordinary path would run this call on: the selector's choice for the request
     the front door would build (``auto``'s decision is memoised on the graph by the selector)."""

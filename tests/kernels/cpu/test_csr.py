@@ -52,3 +52,57 @@ def test_statistics_from_the_counting_kernel_equal_torchs():
     for field in ("num_src_nodes", "num_dst_nodes", "num_edges", "mean_in_degree", "max_in_degree", "max_out_degree"):
         assert getattr(a, field) == getattr(b, field)
     assert a.cv_in_degree == pytest.approx(b.cv_in_degree, rel=1e-12)
+
+
+def _plain_graph(edge_index, num_src, num_dst, bipartite):
+    if bipartite:
+        return Graph(edge_index, num_src_nodes=num_src, num_dst_nodes=num_dst)
+    return Graph(edge_index, num_nodes=num_src)
+
+
+@pytest.mark.parametrize("num_src,num_edges,num_dst", CASES)
+@pytest.mark.parametrize("bipartite", [False, True])
+def test_a_graph_ingested_in_one_pass_equals_the_plain_graph_with_its_formats(num_src, num_edges, num_dst, bipartite):
+    """``Graph._with_formats`` (copies, checks, both CSRs and the degree figures in one kernel call,
+    what a layer does with a new edge_index) builds exactly what the plain constructor and the
+    formats built on first use give."""
+    num_dst = num_dst if bipartite else num_src
+    gen = torch.Generator().manual_seed(num_src * 5 + num_edges)
+    edge_index = torch.stack([torch.randint(0, max(num_src, 1), (num_edges,), generator=gen),
+                              torch.randint(0, max(num_dst, 1), (num_edges,), generator=gen)])
+    fast = Graph._with_formats(edge_index, num_src, num_dst, bipartite)
+    assert fast.has_memo("degree_moments") and fast.has_memo("in_csr") and fast.has_memo("out_csr")
+    slow = _plain_graph(edge_index, num_src, num_dst, bipartite)
+    a, b = fast.tensors(), slow.tensors()
+    assert (a.num_src, a.num_dst) == (b.num_src, b.num_dst) and fast.is_bipartite == slow.is_bipartite
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            assert x.dtype == torch.int64 and torch.equal(x, y)
+    assert fast.stats() == slow.stats()
+    edge_index.add_(0)                       # the graph holds copies: the caller's tensor is its own
+    fast._check_intact()
+    fast.tensors().in_src.add_(0)            # and guards the formats it was given
+    with pytest.raises(Exception, match="modified in place"):
+        fast.tensors()
+
+
+@pytest.mark.parametrize("bipartite", [False, True])
+@pytest.mark.parametrize("row, value", [(0, -1), (0, 9), (1, -3), (1, 9)])
+def test_an_out_of_range_index_is_named_as_the_plain_constructor_names_it(bipartite, row, value):
+    edge_index = torch.tensor([[0, 1, 2, 3], [3, 2, 1, 0]])
+    edge_index[row, 2] = value
+    with pytest.raises(ValueError) as plain:
+        _plain_graph(edge_index, 4, 4, bipartite)
+    with pytest.raises(ValueError) as fast:
+        Graph._with_formats(edge_index, 4, 4, bipartite)
+    assert str(fast.value) == str(plain.value) and "edge 2" in str(fast.value)
+
+
+def test_the_one_pass_graph_owns_normal_tensors_under_inference_mode_and_falls_back_elsewhere(monkeypatch):
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    with torch.inference_mode():
+        g = Graph._with_formats(edge_index, 3, 3, False)
+    assert not any(t.is_inference() for t in g.tensors() if isinstance(t, torch.Tensor))
+    assert not Graph._with_formats(edge_index.int(), 3, 3, False).has_memo("in_csr")   # int32: the plain path
+    monkeypatch.setattr(structure, "_numba_csr", lambda: False)
+    assert not Graph._with_formats(edge_index, 3, 3, False).has_memo("in_csr")          # no numba: the plain path
