@@ -226,3 +226,34 @@ def test_statistics_agree_and_without_the_counting_kernel_a_lane_graph_builds_no
         counted, from_csr = dataclasses.asdict(g.stats()), dataclasses.asdict(degree_stats(g.in_csr()[0], g.out_csr()[0]))
         assert counted == pytest.approx(from_csr, rel=1e-12)  # (moments vs torch.std: the last bits)
         assert torch.equal(g.in_degree_counts(), g.in_degrees())
+
+
+@pytest.mark.parametrize("op, reduce", [("copy_u", "sum"), ("copy_u", "mean"), ("u_mul_e", "sum"), ("u_mul_e", "mean")])
+@pytest.mark.parametrize("weights_shape", ["[E]", "[E, 1]"])
+def test_a_call_auto_sends_elsewhere_skips_the_front_door_and_gives_the_ordinary_paths_result(
+        function_calls, monkeypatch, op, reduce, weights_shape):
+    """Where the index-op lane does not run a call auto decided (another backend: numba for the
+    copies here; scatter for the differentiated products beyond CPU_GRAD_EDGES), the lane hands it
+    straight to that backend's Function: the same Function, the same decision, the same values and
+    gradients, bit for bit, as the ordinary path with that backend named."""
+    pytest.importorskip("numba")
+    g = graph(num_src=60, num_dst=50, edges=native_lane.CPU_GRAD_EDGES + 100)
+    x = torch.randn(g.num_src_nodes, 8, requires_grad=True)
+    w = torch.rand(g.num_edges, requires_grad=True) if op == "u_mul_e" else None
+    if w is not None and weights_shape == "[E, 1]":
+        w = w.detach().view(-1, 1).requires_grad_()
+    checks = []
+    monkeypatch.setattr("unigraph.ops.check_gspmm", lambda *a: checks.append(a) or (8,))
+    with selector.use_backend("auto"):
+        decided = selector.choose(g, native_lane.Request("gspmm", op, reduce, 8, x.dtype, x.device, True,
+                                                         torch.get_num_threads())).name
+        out = ops.gspmm(g, op, reduce, u=x, e=w)
+    assert function_calls == [decided] and checks == []           # the Function ran; the front door did not
+    assert op == "u_mul_e" or decided == "numba"
+    monkeypatch.undo()
+    ordinary = ops.gspmm(g, op, reduce, u=x, e=w, backend=decided)  # a named backend: the ordinary path
+    assert torch.equal(out, ordinary)
+    grads = torch.autograd.grad(out.square().sum(), [t for t in (x, w) if t is not None])
+    ordinary_grads = torch.autograd.grad(ordinary.square().sum(), [t for t in (x, w) if t is not None])
+    assert all(torch.equal(a, b) for a, b in zip(grads, ordinary_grads))
+    assert native_lane.run(g, op, reduce, x, w, decided) is None    # named: the lane leaves it to the front door
