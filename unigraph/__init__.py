@@ -8,14 +8,15 @@ Quick tour::
     print(unigraph.explain(g, "copy_u", "sum", 8))                     # which backend and why
     print(unigraph.info())                                             # which kernels exist here
 """
-import os as _os
+from unigraph import _openmp
 
 # OpenMP threads (torch's intra-op pool, numba's omp layer) spin while they wait by default; on a
 # machine whose cores are busy (other processes, other ranks) the spinners steal the working
 # thread's core and every torch operation waits for a scheduler slice: measured ~10x slower GAT
-# epochs on 2 busy cores. Passive waiting costs microseconds per parallel region. Only effective
-# when unigraph is imported before torch (e.g. the `unigraph` command); an explicit setting wins.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# epochs on 2 busy cores. Passive waiting costs a wake-up per parallel region (2.3x on idle cores
+# for small-graph steps: docs/faults.md). Only effective when unigraph is imported before torch
+# (e.g. the `unigraph` command); an explicit setting wins. _openmp says which policy is in effect.
+_openmp.set_default()
 
 from unigraph.graph import DegreeStats
 from unigraph.user_graph import Graph

@@ -14,6 +14,7 @@ import sys
 import torch
 
 import unigraph
+from unigraph import _openmp
 
 VERSIONED = ("torch-scatter", "torch-sparse", "torch-geometric", "pyg-lib", "dgl", "numba", "triton", "numpy", "scipy")
 
@@ -94,8 +95,9 @@ def thread_counts(dgl_module=None) -> dict:
               "numba": numba_threads,
               "dgl": (dgl_module.utils.get_num_threads() if dgl_module is not None
                       and hasattr(dgl_module.utils, "get_num_threads") else None)}
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_WAIT_POLICY"):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         counts[var] = os.environ.get(var)
+    counts["OMP_WAIT_POLICY"] = _openmp.wait_policy_in_effect()   # what libgomp read, not what the variable says now
     return counts
 
 
