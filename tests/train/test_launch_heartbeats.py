@@ -62,7 +62,7 @@ def test_a_rank_killed_by_a_signal_is_listed_before_the_peer_that_saw_it_die(tmp
 @needs_proc
 @pytest.mark.timeout(180)
 def test_a_lost_peer_error_heard_before_the_peers_end_waits_for_it_and_is_listed_after_it(tmp_path):
-    """Stop 37's CI: a trainer's RPC error about a killed server (its message ends in remote ``At:``
+    """CI on 2026-11-26: a trainer's RPC error about a killed server (its message ends in remote ``At:``
     lines) reached the launcher a poll before the server's exit, and was named as the cause."""
     try:
         with pytest.raises(LaunchError) as failure:
