@@ -116,7 +116,7 @@ def test_no_rank_outlives_a_launcher_that_is_killed(tmp_path):
 ])
 def test_an_error_that_only_says_a_peer_died_is_a_consequence(tail, consequence):
     from unigraph.train.launch import _error_failure
-    failure = _error_failure(0, 0.0, "Traceback (most recent call last):\n  ...\n" + tail)
+    failure = _error_failure(0, 0.0, "Traceback (most recent call last):\n  ...\n" + tail, tail)
     assert failure.consequence is consequence
 
 

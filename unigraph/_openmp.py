@@ -24,11 +24,10 @@ def set_default() -> None:
     if _TORCH_FIRST is not None:
         return
     _TORCH_FIRST = "torch" in sys.modules
-    if _TORCH_FIRST:
-        _AT_LOAD = os.environ.get(VARIABLE)   # read already, when torch loaded
+    before = os.environ.get(VARIABLE)
     os.environ.setdefault(VARIABLE, "PASSIVE")
-    if not _TORCH_FIRST:
-        _AT_LOAD = os.environ[VARIABLE]        # torch loads right after, reading this
+    # torch loaded already (it read ``before``), or loads right after, reading the variable now
+    _AT_LOAD = before if _TORCH_FIRST else os.environ[VARIABLE]
 
 
 def wait_policy_in_effect() -> str:

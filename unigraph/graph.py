@@ -245,11 +245,9 @@ class Graph:
         built = ingest_edge_index(edge_index, n_src, n_dst, bipartite)
         if built is None:
             return plain()
-        src, dst, in_csr, out_csr, moments = built
+        src, dst, *formats = built
         graph = cls._trusted(src, dst, n_src, n_dst, bipartite)
-        graph._set_format("in_csr", in_csr)
-        graph._set_format("out_csr", out_csr)
-        graph._cache["degree_moments"] = moments
+        graph._keep_both_formats(*formats)
         return graph
 
     @classmethod
@@ -481,9 +479,13 @@ class Graph:
         with torch.inference_mode(False):  # normal tensors: their version counters can be guarded
             built = build_both_csr(self._src, self._dst, self._num_src, self._num_dst)
         if built is not None:
-            self._set_format("in_csr", built[0])
-            self._set_format("out_csr", built[1])
-            self._cache["degree_moments"] = built[2]
+            self._keep_both_formats(*built)
+
+    def _keep_both_formats(self, in_csr: tuple, out_csr: tuple, moments: tuple) -> None:
+        """Keep (and guard) both CSRs and the degree figures that came with them (:meth:`stats`)."""
+        self._set_format("in_csr", in_csr)
+        self._set_format("out_csr", out_csr)
+        self._cache["degree_moments"] = moments
 
     def in_degrees(self) -> Tensor:
         ptr = self.in_csr()[0]

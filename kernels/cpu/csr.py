@@ -95,15 +95,12 @@ def ingest(edge_index, num_src, num_dst):
     out_eid = np.empty(edges if bad < 0 else 0, np.int64)
     if bad >= 0:
         return bad, src, dst, in_ptr, in_src, in_eid, out_ptr, out_dst, out_eid, 0, 0, 0
-    max_in, squares_in, max_out = 0, 0, 0
     for i in range(num_dst):
-        count = in_ptr[i + 1]
-        max_in = max(max_in, count)
-        squares_in += count * count
         in_ptr[i + 1] += in_ptr[i]
     for i in range(num_src):
-        max_out = max(max_out, out_ptr[i + 1])
         out_ptr[i + 1] += out_ptr[i]
+    max_in, squares_in = _degree_moments(in_ptr)
+    max_out, _ = _degree_moments(out_ptr)
     _fill(dst, src, in_ptr, in_src, in_eid)
     _fill(src, dst, out_ptr, out_dst, out_eid)
     return bad, src, dst, in_ptr, in_src, in_eid, out_ptr, out_dst, out_eid, max_in, max_out, squares_in

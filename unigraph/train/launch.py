@@ -154,12 +154,10 @@ class _Failure:
         return f"\n{self.text.rstrip()}" if self.text else ""
 
 
-def _error_failure(rank: int, when: float, text: str, message: str | None = None) -> _Failure:
-    """A rank's error; ``message`` is its final exception's own text (``format_exception_only``),
-    which may span lines (an RPC error carries the remote ``At:`` lines): the whole of it is read,
-    not the traceback's last line. Without it, the traceback's last line stands for it."""
-    if message is None:
-        message = text.strip().splitlines()[-1] if text.strip() else ""
+def _error_failure(rank: int, when: float, text: str, message: str) -> _Failure:
+    """A rank's error: its traceback ``text`` and its final exception's own ``message``
+    (``format_exception_only``), which may span lines (an RPC error carries the remote ``At:``
+    lines): the whole message is read, not the traceback's last line."""
     lowered = message.lower()
     return _Failure(any(pattern in lowered for pattern in PEER_LOST), when, rank, "raised an exception", text)
 
@@ -228,11 +226,12 @@ class _Job:
             now = time.monotonic()
             if first_failure is None and self.failures:
                 first_failure = now
-            if first_failure is not None and now - first_failure >= self._settle_seconds():
+            settle = self._settle_seconds()
+            if first_failure is not None and now - first_failure >= settle:
                 break
             if now >= deadline:
                 self._time_out(timeout)
-            limit = deadline if first_failure is None else min(deadline, first_failure + self._settle_seconds())
+            limit = deadline if first_failure is None else min(deadline, first_failure + settle)
             self._poll(min(limit - now, HEARTBEAT_SECONDS))
             self._check_heartbeats()
         if self.failures:
@@ -245,8 +244,7 @@ class _Job:
         """How long after the first failure the others may still report: longer while every failure
         so far only says a peer vanished, so the peer's own end (its exit code, seen a moment after
         its connections closed) can be named as the cause."""
-        causes = [failure for failure in self.failures.values() if not failure.consequence]
-        return SETTLE_SECONDS if causes else CAUSE_SECONDS
+        return CAUSE_SECONDS if all(failure.consequence for failure in self.failures.values()) else SETTLE_SECONDS
 
     def _poll(self, seconds: float) -> None:
         """Wait up to ``seconds`` for news from any rank, and take it in."""
