@@ -67,11 +67,13 @@ class Step:
 
 
 STEPS = (
-    Step("environment", "benchmarks.gpu.step_environment", 25.0, "environment.json"),
-    Step("tests", "benchmarks.gpu.step_tests", 100.0, "tests.json"),
-    Step("kernels", "benchmarks.gpu.step_kernels", 210.0, "kernels.json"),
-    Step("tuning", "benchmarks.gpu.step_tuning", 35.0, "tuning.json"),
-    Step("e2e", "benchmarks.gpu.step_e2e", 80.0, "e2e.json"),
+    # budgets after the first H100 run (2026-11-26): environment took 5 s, tests 77 s (the first
+    # part hit its share), e2e 43 s; tuning's 35 s left its auto-tune and config sweep no time
+    Step("environment", "benchmarks.gpu.step_environment", 15.0, "environment.json"),
+    Step("tests", "benchmarks.gpu.step_tests", 110.0, "tests.json"),
+    Step("kernels", "benchmarks.gpu.step_kernels", 190.0, "kernels.json"),
+    Step("tuning", "benchmarks.gpu.step_tuning", 80.0, "tuning.json"),
+    Step("e2e", "benchmarks.gpu.step_e2e", 55.0, "e2e.json"),
 )
 RUN_FILES = ("run.json", "summary.md", "run.log")
 OUTPUT_FILES = tuple(s.file for s in STEPS) + RUN_FILES  # 8: what the GPU machine gives back at most

@@ -47,7 +47,7 @@ class Part:
 PARTS = (
     Part("gpu-marked",
          ("tests/test_triton_gpu.py", "tests/test_sampling_neighbor.py::test_gpu_blocks_equal_cpu_blocks"),
-         {}, share=0.4, workers=4),
+         {}, share=0.5, workers=8),  # 13 tests, ~72 s of compiling and running in all
     Part("properties", ("tests/ops/test_device_backends.py", "tests/test_triton_kernels.py"),
          {"UNIGRAPH_TRITON_TUNING": "off"}, share=1.0, workers=8,
          dry_run_k="(test_fixed_graphs and bipartite and float16) or test_float32_matches_float64_reference"),

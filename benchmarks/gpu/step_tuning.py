@@ -12,6 +12,9 @@ cheap and most useful first (each saved when done; the budget cuts the later one
    (:data:`EXTRA`), each timed alone on representative workloads; which wins, what the autotuner
    picks among the committed ones, and whether an extra one would be faster (then the kernel's
    ``CONFIGS`` list should grow).
+
+Between 1 and 2, ``call_overhead`` (:mod:`benchmarks.gpu.call_overhead`, a few seconds): the
+host's time and the device kernels per call of one small copy_u/sum, per way of calling it.
 """
 from __future__ import annotations
 
@@ -63,6 +66,14 @@ def part_cost_fit(results, kernels_json: pathlib.Path, dry_run: bool) -> None:
                                None, "auto as it ran (the estimates) on the suite itself"))}
     log(STEP, "cost model fitted to the suite; held-out regret (cross-validation by graph kind):\n"
         + results["cost_fit"]["crossval_md"])
+
+
+# ---------------------------------------------------------------------- call overhead
+def part_call_overhead(results, device, dry_run: bool) -> None:
+    from benchmarks.gpu import call_overhead
+    results["call_overhead"] = call_overhead.measure(device, dry_run, ["scatter", "sparse", "triton_node",
+                                                                       "triton_edge"], lambda m: log(STEP, m))
+    results.save()
 
 
 # ---------------------------------------------------------------------- 2. auto-tune on held-out graphs
@@ -200,6 +211,7 @@ def body(results, deadline, dry_run: bool) -> None:
     device = device_for(dry_run)
     run_parts(STEP, results, [
         ("cost_fit", lambda: part_cost_fit(results, pathlib.Path(results.path).with_name("kernels.json"), dry_run)),
+        ("call_overhead", lambda: part_call_overhead(results, device, dry_run)),
         ("auto_tune", lambda: part_auto_tune(results, deadline, device, dry_run, reserve_s=0.45 * deadline.budget_s)),
         ("triton_configs", lambda: part_triton_configs(results, deadline, device, dry_run))])
 

@@ -193,6 +193,20 @@ def section_tuning(files: dict) -> list[str]:
     fit = tuning.get("cost_fit") or {}
     lines += ["### GPU cost model: held-out regret (fitted on one graph kind, scored on the other)", "",
               fit.get("crossval_md") or fit.get("status") or "not run", ""]
+    overhead = tuning.get("call_overhead") or {}
+    for label, part in overhead.items():
+        g = part["graph"]
+        rows = [[name, *(("error: " + r["error"][:60], "-", "-", "-", "-") if "error" in r else
+                         (r["host_us"], r["latency_us"], r["kernels_per_call"], r["syncs_per_call"],
+                          ", ".join(f"{k} x{v}" for k, v in list(r["kernels"].items())[:3])))]
+                for name, r in part["calls"].items()]
+        lines += [f"### One copy_u/sum call, {label} graph ({g['nodes']:,} nodes, {g['edges']:,} edges, F={g['width']})",
+                  ""]
+        lines += _table(["call", "host us / call", "latency us", "device kernels / call", "host waits / call",
+                         "kernels"], rows)
+        for name, r in part["calls"].items():
+            if r.get("python_top"):
+                lines += [f"Python's own time per call, {name} (cProfile):", "", "```", *r["python_top"], "```", ""]
     tune = tuning.get("auto_tune") or {}
     if tune:
         lines += [f"### auto-tune on held-out graphs ({len(tune.get('cases', []))} calls, {tune.get('status')})", "",
