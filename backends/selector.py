@@ -230,6 +230,20 @@ def choose(graph, request: Request, explicit: str | None = None,
     return _decide(graph, request, name, source, trial, operands)
 
 
+def auto_backend(graph, kind: str, op: str, reduce: str | None, width: int, dtype: torch.dtype,
+                 device: torch.device, grad: bool, threads: int) -> Backend:
+    """:func:`choose` for an eager call under the choice ``auto`` (the caller has read
+    :func:`current_choice`), given the request's fields: the graph's memo is looked up under
+    :func:`_decide`'s very key before any Request is built (the native lane's per-call path, where
+    building it, reading the choice again and the checks of ``choose`` were most of a decision
+    that hits). A miss decides as :func:`_decide` does and keeps the decision under that key."""
+    fields = (kind, op, reduce, width, dtype, device, grad, threads)
+    if torch.compiler.is_compiling():  # (the lane runs eagerly; a trace keeps choose's constant choice)
+        return choose(graph, Request(*fields))
+    return graph.memo(("unigraph.backends", "auto") + fields,
+                      lambda: _automatic(graph.stats(), Request(*fields), "auto", None))
+
+
 def _decide(graph, request: Request, name: str, source: str,
             trial: Callable[..., object] | None = None, operands: tuple = ()) -> Backend:
     # keys of plain constants, not the Request dataclass: a compiled program reads the graph's memo,

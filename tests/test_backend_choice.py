@@ -153,3 +153,22 @@ def test_auto_fast_decision_is_the_explained_one(monkeypatch):
     request = Request("gspmm", "copy_u", "sum", 8, torch.float32, torch.device("cpu"), False, 1)
     with pytest.raises(RuntimeError, match="no backend can run"):
         selector._pick_name(stats, request)
+
+
+def test_the_lanes_decision_lookup_shares_the_front_doors_key_and_decision():
+    """``selector.auto_backend`` (the native lane's per-call lookup, built from the request's
+    fields without a Request) keeps and finds decisions under ``choose``'s very key: a decision
+    either path made is the one the other finds, one entry per request, none per thread count shared."""
+    from unigraph.backends import selector
+    g = unigraph.Graph(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), num_nodes=4)
+    fields = ("gspmm", "copy_u", "sum", 8, torch.float32, torch.device("cpu"), False, 2)
+    lane = selector.auto_backend(g, *fields)
+    front = selector.choose(g, Request(*fields))
+    assert lane is front
+    keys = [k for k in g._cache if isinstance(k, tuple) and k[:2] == ("unigraph.backends", "auto")]
+    assert keys == [("unigraph.backends", "auto") + fields]
+    g2 = unigraph.Graph(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), num_nodes=4)
+    assert selector.choose(g2, Request(*fields)) is selector.auto_backend(g2, *fields)  # the other way round
+    assert len([k for k in g2._cache if isinstance(k, tuple) and k[:2] == ("unigraph.backends", "auto")]) == 1
+    selector.auto_backend(g, *fields[:-1], 1)  # another thread count: its own decision
+    assert len([k for k in g._cache if isinstance(k, tuple) and k[:2] == ("unigraph.backends", "auto")]) == 2

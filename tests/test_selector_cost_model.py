@@ -177,6 +177,13 @@ def test_differentiated_calls_are_ranked_by_forward_plus_backward(tables_that_di
         seen.append((req.kind, req.grad, chosen.name))
         return chosen
     monkeypatch.setattr(selector, "choose", spy)
+    auto_backend = selector.auto_backend
+
+    def lane_spy(graph, kind, op, reduce, width, dtype, device, grad, threads):  # the native lane's lookup
+        chosen = auto_backend(graph, kind, op, reduce, width, dtype, device, grad, threads)
+        seen.append((kind, grad, chosen.name))
+        return chosen
+    monkeypatch.setattr(selector, "auto_backend", lane_spy)
     g = unigraph.Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
     x = torch.randn(3, 4, requires_grad=True)
     h, el, er = torch.randn(3, 2, 4), torch.randn(3, 2, requires_grad=True), torch.randn(3, 2)

@@ -21,14 +21,14 @@ from reference import gspmm_ref
 
 @pytest.fixture
 def function_calls(monkeypatch):
-    """How many g-SpMMs went through the GSpMM Function (the ordinary path)."""
+    """How many g-SpMMs went through a g-SpMM Function (the ordinary path: ``GSpMM``, or
+    ``GSpMMSum`` for sum and mean)."""
     calls = []
-    forward = custom.GSpMM.forward
-
-    def counted(*args):
-        calls.append(args[1].name)
-        return forward(*args)
-    monkeypatch.setattr(custom.GSpMM, "forward", staticmethod(counted))
+    for function in (custom.GSpMM, custom.GSpMMSum):
+        def counted(*args, forward=function.forward):
+            calls.append(args[1].name)
+            return forward(*args)
+        monkeypatch.setattr(function, "forward", staticmethod(counted))
     return calls
 
 
@@ -245,7 +245,7 @@ def test_a_call_auto_sends_elsewhere_skips_the_front_door_and_gives_the_ordinary
     checks = []
     monkeypatch.setattr("unigraph.ops.check_gspmm", lambda *a: checks.append(a) or (8,))
     with selector.use_backend("auto"):
-        decided = selector.choose(g, native_lane.Request("gspmm", op, reduce, 8, x.dtype, x.device, True,
+        decided = selector.choose(g, unigraph.backends.Request("gspmm", op, reduce, 8, x.dtype, x.device, True,
                                                          torch.get_num_threads())).name
         out = ops.gspmm(g, op, reduce, u=x, e=w)
     assert function_calls == [decided] and checks == []           # the Function ran; the front door did not

@@ -118,10 +118,11 @@ class GSpMM(torch.autograd.Function):
     @staticmethod
     def forward(g: GraphTensors, backend: Backend, op: str, reduce: str, u: Optional[Tensor],
                 e: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-        like = u if u is not None else e
-        with _no_autocast(like.device):
-            out, arg_u, arg_e = backend.gspmm(g, op, "sum" if reduce == "mean" else reduce, u, e)
-        out = _rounded_once(g, backend, reduce, out, like.dtype)
+        if reduce in ("sum", "mean"):
+            out, arg_u, arg_e = GSpMMSum.forward(g, backend, op, reduce, u, e), None, None
+        else:
+            with _no_autocast((u if u is not None else e).device):
+                out, arg_u, arg_e = backend.gspmm(g, op, reduce, u, e)
         # Only the arg of an operand the op reads is kept (copy_u: arg_u, copy_e: arg_e), as its
         # backward needs no other; a backend may skip computing the other one (None).
         used_u, used_e = _args_used(op, reduce)
@@ -143,6 +144,38 @@ class GSpMM(torch.autograd.Function):
         u, e, arg_u, arg_e = ctx.saved_tensors
         backend, op, reduce = ctx.meta
         du, de = gradients.gspmm_backward(ctx.graph, Primitives(backend), op, reduce, u, e, arg_u, arg_e,
+                                          grad_out.contiguous(), ctx.needs_input_grad[4], ctx.needs_input_grad[5])
+        return None, None, None, None, du, de
+
+
+class GSpMMSum(torch.autograd.Function):
+    """:class:`GSpMM` for sum and mean, with its one real output: the eager path of those reduces
+    (``call_gspmm``). The same forward and the same backward formulas, which
+    read no winners for these reduces; without the two placeholder winner tensors, their
+    allocation and autograd's bookkeeping of three outputs (a few us of a layer call on the small
+    graphs of mini-batches)."""
+
+    @staticmethod
+    def forward(g: GraphTensors, backend: Backend, op: str, reduce: str, u: Optional[Tensor],
+                e: Optional[Tensor]) -> Tensor:
+        """The backend's kernel sum (autocast off), rounded once (also :class:`GSpMM`'s forward
+        for these reduces, which traced programs run)."""
+        like = u if u is not None else e
+        with _no_autocast(like.device):
+            out = backend.gspmm(g, op, "sum", u, e)[0]
+        return _rounded_once(g, backend, reduce, out, like.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        g, backend, op, reduce, u, e = inputs
+        ctx.graph, ctx.meta = g, (backend, op, reduce)
+        ctx.save_for_backward(u, e)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        u, e = ctx.saved_tensors
+        backend, op, reduce = ctx.meta
+        du, de = gradients.gspmm_backward(ctx.graph, Primitives(backend), op, reduce, u, e, None, None,
                                           grad_out.contiguous(), ctx.needs_input_grad[4], ctx.needs_input_grad[5])
         return None, None, None, None, du, de
 
@@ -207,6 +240,8 @@ def call_gspmm(g: GraphTensors, backend: Backend, op: str, reduce: str, u: Optio
                e: Optional[Tensor]) -> Tensor:
     if traced(u, e, g.src):
         return torch.ops.unigraph.gspmm(g.tensor_list(), g.num_src, g.num_dst, backend.name, op, reduce, u, e)[0]
+    if reduce in ("sum", "mean"):
+        return apply(GSpMMSum, g, backend, op, reduce, u, e)
     return apply(GSpMM, g, backend, op, reduce, u, e)[0]
 
 

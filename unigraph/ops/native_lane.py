@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from unigraph.backends import Request, selector
+from unigraph.backends import selector
 from unigraph.backends.base import Backend, differentiated
 from unigraph.graph import Graph
 from unigraph.ops.broadcast import with_rank
@@ -98,9 +98,9 @@ def may_avoid_csr() -> bool:
 
 def _auto_choice(g: Graph, op: str, reduce: str, u: Tensor, grad: bool) -> Backend:
     """``auto``'s backend for the request the front door would build for this call (the selector
-    memoises the decision on the graph)."""
-    return selector.choose(g, Request("gspmm", op, reduce, max(u.shape[1], 1), u.dtype, u.device, grad,
-                                      torch.get_num_threads()))
+    memoises the decision on the graph, under the key the front door's ``choose`` uses)."""
+    return selector.auto_backend(g, "gspmm", op, reduce, max(u.shape[1], 1), u.dtype, u.device, grad,
+                                 torch.get_num_threads())
 
 
 def _in_degree_divisor(g: Graph, dtype: torch.dtype) -> Tensor:
