@@ -234,27 +234,34 @@ def auto_backend(graph, kind: str, op: str, reduce: str | None, width: int, dtyp
                  device: torch.device, grad: bool, threads: int) -> Backend:
     """:func:`choose` for an eager call under the choice ``auto`` (the caller has read
     :func:`current_choice`), given the request's fields: the graph's memo is looked up under
-    :func:`_decide`'s very key before any Request is built (the native lane's per-call path, where
-    building it, reading the choice again and the checks of ``choose`` were most of a decision
-    that hits). A miss decides as :func:`_decide` does and keeps the decision under that key."""
+    :func:`_decide`'s very key (both go through :func:`_automatic_on`) before any Request is
+    built: the native lane's per-call path, where building it, reading the choice again and the
+    checks of ``choose`` were most of a decision that hits."""
     fields = (kind, op, reduce, width, dtype, device, grad, threads)
     if torch.compiler.is_compiling():  # (the lane runs eagerly; a trace keeps choose's constant choice)
         return choose(graph, Request(*fields))
-    return graph.memo(("unigraph.backends", "auto") + fields,
-                      lambda: _automatic(graph.stats(), Request(*fields), "auto", None))
+    return _automatic_on(graph, "auto", fields, lambda: Request(*fields))
 
 
 def _decide(graph, request: Request, name: str, source: str,
             trial: Callable[..., object] | None = None, operands: tuple = ()) -> Backend:
-    # keys of plain constants, not the Request dataclass: a compiled program reads the graph's memo,
-    # and dynamo guards on every key of a dict holding another kind of key (see Graph.memo)
+    # keys of plain constants, not the Request dataclass (see _automatic_on)
     if name in AUTO_CHOICES:
-        return graph.memo(("unigraph.backends", name) + _fields(request),
-                          lambda: _automatic(graph.stats(), request, name, trial, operands))
+        return _automatic_on(graph, name, _fields(request), lambda: request, trial, operands)
     if registry.family(name) is not None:
         return graph.memo(("unigraph.backends", "family", name) + _fields(request),
                           lambda: registry.get(_resolve_family(graph.stats(), request, name)[0]))
     return _named(request, name, source)
+
+
+def _automatic_on(graph, name: str, fields: tuple, request: Callable[[], Request],
+                  trial: Callable[..., object] | None = None, operands: tuple = ()) -> Backend:
+    """``auto``'s or ``auto-tune``'s (``name``) decision for the request with these ``fields``,
+    kept on the graph under a key of plain constants: a compiled program reads the graph's memo,
+    and dynamo guards on every key of a dict holding another kind of key (see Graph.memo).
+    ``request()`` builds the Request only when the graph has no decision yet."""
+    return graph.memo(("unigraph.backends", name) + fields,
+                      lambda: _automatic(graph.stats(), request(), name, trial, operands))
 
 
 def _fields(request: Request) -> tuple:

@@ -57,7 +57,7 @@ def compact(t: torch.Tensor, bound: int) -> np.ndarray:
     else a zero-copy view of ``t``."""
     if _kept_int64(t, bound):
         return t.detach().contiguous().numpy()
-    return _cached(t, "int32", _guard(t), lambda: t.contiguous().numpy().astype(np.int32))
+    return _cached(t, "int32", _guard(t), lambda: _int32_copy(t))
 
 
 def _kept_int64(t: torch.Tensor, bound: int) -> bool:
@@ -69,7 +69,11 @@ def _kept_int64(t: torch.Tensor, bound: int) -> bool:
 
 def _uncached(t: torch.Tensor, bound: int) -> np.ndarray:
     """:func:`compact`'s array, made now (for a caller that keeps it itself)."""
-    return t.detach().contiguous().numpy() if _kept_int64(t, bound) else t.contiguous().numpy().astype(np.int32)
+    return t.detach().contiguous().numpy() if _kept_int64(t, bound) else _int32_copy(t)
+
+
+def _int32_copy(t: torch.Tensor) -> np.ndarray:
+    return t.contiguous().numpy().astype(np.int32)
 
 
 def csr_plan(ptr: torch.Tensor, cols: torch.Tensor, eid: torch.Tensor, num_cols: int, threads: int) -> tuple:

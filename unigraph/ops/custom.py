@@ -5,7 +5,8 @@ Each op has one autograd Function (``GSpMM``, ``GSDDMM``, ``EdgeSoftmax``, ``GAT
 whose ``forward`` is the whole forward: it calls the backend's kernel on the graph's tensors.
 Eagerly the front door calls ``Function.apply`` with the :class:`~unigraph.structure.GraphTensors`
 and the :class:`~unigraph.backends.Backend` object the selector returned, so the path from
-``ops.gspmm`` to a kernel is ``gspmm -> call_gspmm -> apply -> GSpMM.forward -> backend.gspmm``.
+``ops.gspmm`` to a kernel is ``gspmm -> call_gspmm -> apply -> GSpMM.forward -> backend.gspmm``
+(for sum and mean ``GSpMMSum``, the same forward with one output instead of three).
 
 Registering the same forward with ``torch.library`` (``torch.ops.unigraph.gspmm`` etc.: a real
 implementation, a shape-only fake one and an autograd rule) is what lets

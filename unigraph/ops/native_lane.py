@@ -24,10 +24,10 @@ memoises on the graph) is ``scatter``. The graph's indices are checked intact fi
 every call checks them; autograd's saved-tensor versions guard them until the backward.
 
 Where those conditions hold but ``auto`` decided another backend (numba's CSR kernels on the
-CPU, for most graphs), the call goes straight to that backend's ``GSpMM`` Function: the front
-door would check what the conditions above already checked (they imply every check of
-``spec.check_gspmm``), build the same request and find the same memoised decision, so skipping
-it changes nothing but ~20 us a call. A backend the user *named* still goes the ordinary way,
+CPU, for most graphs), the call goes straight to that backend's g-SpMM Function (``GSpMMSum``,
+through ``custom.call_gspmm``): the front door would check what the conditions above already
+checked (they imply every check of ``spec.check_gspmm``), build the same request and find the
+same memoised decision, so skipping it changes nothing but ~20 us a call. A backend the user *named* still goes the ordinary way,
 which refuses a call it cannot run.
 """
 from __future__ import annotations
