@@ -10,13 +10,9 @@ Quick tour::
 """
 from unigraph import _openmp
 
-# OpenMP threads (torch's intra-op pool, numba's omp layer) spin while they wait by default; on a
-# machine whose cores are busy (other processes, other ranks) the spinners steal the working
-# thread's core and every torch operation waits for a scheduler slice: measured ~10x slower GAT
-# epochs on 2 busy cores. Passive waiting costs a wake-up per parallel region (2.3x on idle cores
-# for small-graph steps: docs/faults.md). Only effective when unigraph is imported before torch
-# (e.g. the `unigraph` command); an explicit setting wins. _openmp says which policy is in effect.
-_openmp.set_default()
+# torch's OpenMP wait policy is the user's: nothing is set here (numba's own pool waits passively:
+# unigraph/_openmp.py); this notes what torch's libgomp reads, for benchmark reports.
+_openmp.note_import()
 
 from unigraph.graph import DegreeStats
 from unigraph.user_graph import Graph

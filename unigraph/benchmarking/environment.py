@@ -154,6 +154,8 @@ def set_threads(threads: int, dgl_module=None) -> None:
     torch.set_num_threads(threads)
     numba = optional_module("numba")
     if numba is not None:
+        from unigraph.kernels.cpu import start_numba_threads
+        start_numba_threads()   # the pool as unigraph starts it (its wait policy: unigraph/_openmp.py)
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     if dgl_module is not None:
         dgl_module.utils.set_num_threads(threads)
