@@ -1,4 +1,4 @@
-"""unigraph/_openmp.py: importing unigraph leaves torch's OpenMP wait policy as the user has it (the
+"""unigraph/_openmp.py and kernels/cpu/openmp.py: importing unigraph leaves torch's OpenMP wait policy as the user has it (the
 environment untouched, whatever the import order); numba's own pool (a second libgomp, loaded when
 it starts) waits passively unless the user chose a policy or a spin count; benchmark reports say
 what each runtime read. Each case runs in a fresh interpreter (a libgomp reads the environment when

@@ -57,15 +57,15 @@ def start_numba_threads() -> None:
     to ``NUMBA_NUM_THREADS``. That count is torch's intra-op thread count too: a user who set
     ``torch.set_num_threads(1)`` found 2 after the first sampled batch (and a 5x slower loop).
     Every path into numba kernels calls this first; it puts torch's count back. numba's OpenMP
-    waits passively (``unigraph/_openmp.py``: torch's wait policy stays the user's)."""
+    waits passively (``openmp.py``: torch's wait policy stays the user's)."""
     global _pool_started, _pool_size, _get_threads, _set_threads
     if _pool_started:
         return
     import numba
     from numba.np.ufunc import parallel
-    from unigraph import _openmp
+    from unigraph.kernels.cpu.openmp import numba_pool_start
     before = torch.get_num_threads()
-    with _openmp.numba_pool_start():   # its own libgomp waits passively (unless the user chose)
+    with numba_pool_start():   # its own libgomp waits passively (unless the user chose)
         numba.get_num_threads()   # starts the pool
     if torch.get_num_threads() != before:
         torch.set_num_threads(before)
