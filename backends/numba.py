@@ -70,9 +70,16 @@ def _rows_of(g: GraphTensors, target: str) -> np.ndarray:
 
 
 def _kernels():
-    """The kernel modules, imported on first use (importing numba costs ~0.5 s)."""
-    from unigraph.kernels.cpu import gat, messages, sddmm, softmax, spmm
-    return spmm, sddmm, softmax, gat, messages
+    """The kernel modules, imported on first use (importing numba costs ~0.5 s) and kept: callers
+    read each kernel from its module at the call (a forked child rebinds them: ``threads.py``)."""
+    global _KERNEL_MODULES
+    if _KERNEL_MODULES is None:
+        from unigraph.kernels.cpu import gat, messages, sddmm, softmax, spmm
+        _KERNEL_MODULES = (spmm, sddmm, softmax, gat, messages)
+    return _KERNEL_MODULES
+
+
+_KERNEL_MODULES = None
 
 
 class NumbaBackend(Backend):

@@ -209,7 +209,8 @@ class MessagePassing(torch.nn.Module):
             traced = self._trace([("x_j", U, x)])
             plan = MessagePlan.from_record(f"{who}.message", traced, Record(steps=[("gspmm", "copy_u", self.aggr)]))
             self._copy_plans[self.aggr] = plan
-        self._last_plan = plan
+        if self._last_plan is not plan:  # (nn.Module's __setattr__ costs a few us a call)
+            self._last_plan = plan
         return out
 
     # ------------------------------------------------------------------ inputs
