@@ -81,29 +81,29 @@ class GINConv(MessagePassing):
                              f"{list(x_src.shape[1:])} and {list(x_dst.shape[1:])}")
         out = self._aggregate(g, dense(x_src), edge_attr if edge_attr is not None else call.edge_attr, batch)
         if x_dst is not None:
-            out = out + self._root_term(dense(x_dst))
+            out = out + root_term(self.eps, dense(x_dst))
         return self.nn(batch_major(out, batch) if batch is not None else out)
-
-    def _root_term(self, x_dst: Tensor) -> Tensor:
-        """``(1 + eps) * x_dst``; ``x_dst`` itself where that is the same tensor: a fixed ``eps`` of
-        0 (the default) on the CPU whose dtype does not widen ``x_dst``'s (``1.0 * x`` is ``x``,
-        bit for bit, infinities, NaN and -0.0 included, and so is its gradient). Two elementwise
-        passes and a temporary fewer per call: 5-10% of a GIN step on PyG's mini-batches of small
-        graphs (docs/performance.md). ``eps`` is read on every call (no cache to go stale), only
-        where that costs no device sync and no trace break."""
-        eps = self.eps
-        if (not eps.requires_grad and eps.device.type == "cpu" and x_dst.is_floating_point()
-                and torch.promote_types(eps.dtype, x_dst.dtype) == x_dst.dtype
-                and not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
-                and eps.item() == 0.0):
-            return x_dst
-        return (1 + eps) * x_dst
 
     def _aggregate(self, g: Graph, x_src: Tensor, edge_attr: Tensor | None, batch: int | None) -> Tensor:
         return self.propagate(g, x=x_src)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(nn={self.nn})"
+
+
+def root_term(eps: Tensor, x_dst: Tensor) -> Tensor:
+    """GIN's ``(1 + eps) * x_dst`` (PyG's GINConv/GINEConv, DGL's GINConv); ``x_dst`` itself where
+    that is the same tensor: a fixed ``eps`` of 0 (the default) on the CPU whose dtype does not
+    widen ``x_dst``'s (``1.0 * x`` is ``x``, bit for bit, infinities, NaN and -0.0 included, and so
+    is its gradient). Two elementwise passes and a temporary fewer per layer call: 5-10% of a GIN
+    step on PyG's mini-batches of small graphs (docs/performance.md). ``eps`` is read on every
+    call (no cache to go stale), only where that costs no device sync and no trace break."""
+    if (not eps.requires_grad and eps.device.type == "cpu" and x_dst.is_floating_point()
+            and torch.promote_types(eps.dtype, x_dst.dtype) == x_dst.dtype
+            and not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
+            and eps.item() == 0.0):
+        return x_dst
+    return (1 + eps) * x_dst
 
 
 class GINEConv(GINConv):

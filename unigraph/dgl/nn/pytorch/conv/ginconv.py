@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from unigraph import ops
 from unigraph.dgl.base import DGLError
 from unigraph.dgl.nn.pytorch.utils import check_graph, expand_as_pair
+from unigraph.nn.gin_conv import root_term
 
 AGGREGATORS = ("sum", "max", "mean")
 
@@ -41,7 +42,7 @@ class GINConv(nn.Module):
         feat_src, feat_dst = expand_as_pair(feat, graph)
         neigh = (ops.gspmm(graph, "copy_u", self._aggregator_type, feat_src) if edge_weight is None
                  else ops.gspmm(graph, "u_mul_e", self._aggregator_type, feat_src, edge_weight))
-        rst = (1 + self.eps) * feat_dst + neigh
+        rst = root_term(self.eps, feat_dst) + neigh   # (1 + eps) * feat_dst, bit for bit
         if self.apply_func is not None:
             rst = self.apply_func(rst)
         return self.activation(rst) if self.activation is not None else rst
