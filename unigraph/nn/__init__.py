@@ -15,7 +15,7 @@ from unigraph.nn.mr_conv import MRConv
 from unigraph.nn.pna_conv import PNAConv
 from unigraph.nn.rgcn_conv import FastRGCNConv, RGCNConv
 from unigraph.nn.sage_conv import SAGEConv
-from unigraph.hetero.hetero_conv import HeteroConv  # heterogeneous layers: RGCNConv, HGTConv, HeteroConv
+from unigraph.nn.hetero_conv import HeteroConv  # heterogeneous layers: RGCNConv, HGTConv, HeteroConv
 from unigraph.nn.aggr import (
     Aggregation, DegreeScalerAggregation, LSTMAggregation, MaxAggregation, MeanAggregation, MinAggregation,
     MLPAggregation, MultiAggregation, PowerMeanAggregation, SoftmaxAggregation, StdAggregation, SumAggregation,

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation
 from unigraph.message_passing.inputs import rows_prefix
+from unigraph.nn import call_forms
 
 AGGREGATIONS = ("sum", "mean", "max", "min", "cat", None)
 
@@ -101,7 +102,6 @@ class HeteroConv(torch.nn.Module):
         """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict, *more_dicts)``: then each
         relation's layer is called in PyG's form, ``layer(x, edge_index_dict[relation], ...)``, so a
         ``SparseTensor``'s values reach it as they would in PyG (see :mod:`unigraph.nn.call_forms`)."""
-        from unigraph.nn import call_forms  # here: unigraph.nn imports this module
         for name, value in kwargs.items():
             if not name.endswith("_dict") or not isinstance(value, Mapping):
                 raise TypeError(f"HeteroConv passes extra arguments by relation: give {name}_dict={{relation: "
