@@ -20,7 +20,6 @@ import os
 import sys
 
 VARIABLE = "OMP_WAIT_POLICY"
-_DEFAULT = "unset: libgomp's default, spin then sleep"
 
 _torch_first: bool | None = None   # whether torch was loaded before unigraph
 _torch_at_load: str | None = None  # OMP_WAIT_POLICY as torch's libgomp read it (as far as unigraph saw)
@@ -40,8 +39,8 @@ def wait_policy_in_effect() -> str:
     imported, which torch's libgomp read then or, where torch came first, earlier: a change made
     between torch's import and unigraph's is not seen; libgomp's default where unset; where the
     variable says otherwise now, that it was set too late) and numba's pool's (once started)."""
-    from unigraph.kernels.cpu.openmp import pool_policy
-    torch_policy = _torch_at_load if _torch_at_load else _DEFAULT
+    from unigraph.kernels.cpu.openmp import DEFAULT, pool_policy
+    torch_policy = _torch_at_load if _torch_at_load else DEFAULT
     now = os.environ.get(VARIABLE)
     if _torch_first and now != _torch_at_load:
         torch_policy += f" (the environment says {now!r}, set after torch loaded: not in effect)"

@@ -44,7 +44,7 @@ def numba_pool_start() -> Iterator[None]:
         elif loaded - before:
             _read = value or DEFAULT
         else:
-            _read = "torch's (numba's pool runs on a libgomp loaded before it)"
+            _read = "as read by a libgomp loaded before numba's pool (torch's, where one library serves both)"
 
 
 def pool_policy() -> str | None:

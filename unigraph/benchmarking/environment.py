@@ -155,7 +155,7 @@ def set_threads(threads: int, dgl_module=None) -> None:
     numba = optional_module("numba")
     if numba is not None:
         from unigraph.kernels.cpu import start_numba_threads
-        start_numba_threads()   # the pool as unigraph starts it (its wait policy: unigraph/_openmp.py)
+        start_numba_threads()   # the pool as unigraph starts it (its wait policy: kernels/cpu/openmp.py)
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     if dgl_module is not None:
         dgl_module.utils.set_num_threads(threads)
