@@ -114,13 +114,13 @@ class NumbaBackend(Backend):
         spmm, _, _, _, messages = _kernels()
         # Every kernel writes each output row itself (zeroing it in cache first), so no zero-fill pass.
         out = alloc.empty((g.num_dst,) + features, like.dtype)
-        out2 = _np(out if out.dim() == 2 else out.view(g.num_dst, width))
+        out2 = _np(out.view(g.num_dst, width))
         sign = 1.0 if reduce == "max" else -1.0
         plan = per_slice_plan(op, u, e) if reduce == "sum" and op == "u_mul_e" else None
         with threads_for(g.num_edges * width):
             blocks, ptr, src, eid = _in_plan(g)
             if op in ("copy_u", "copy_e"):  # one operand, read at the source (copy_u) or the edge (copy_e)
-                rows, x = (src if op == "copy_u" else eid), _np(like if like.dim() == 2 else like.reshape(like.shape[0], width))
+                rows, x = (src if op == "copy_u" else eid), _np(like.reshape(like.shape[0], width))
                 if not extreme:
                     spmm.gather_sum(blocks, ptr, rows, x, out2)
                     return out, None, None
