@@ -106,8 +106,10 @@ def test_sage_conv_mean_on_a_block_gradients(out_feats):
 
 
 @pytest.mark.parametrize("aggregator", ["sum", "max"])
-def test_gin_conv(dgl, aggregator):
-    compare(dgl, lambda nn: nn.GINConv(torch.nn.Linear(5, 4), aggregator, init_eps=0.3, learn_eps=True))
+@pytest.mark.parametrize("eps", [dict(init_eps=0.3, learn_eps=True), dict()], ids=["learned", "fixed_zero"])
+def test_gin_conv(dgl, aggregator, eps):
+    """``fixed_zero`` (DGL's default) takes the root term's shortcut (``x`` for ``1.0 * x``)."""
+    compare(dgl, lambda nn: nn.GINConv(torch.nn.Linear(5, 4), aggregator, **eps))
 
 
 def test_dgl_initialization_and_zero_in_degree_check():
