@@ -49,7 +49,7 @@ from typing import Callable, Iterator
 import torch
 
 from unigraph import backends as registry
-from unigraph.backends import autotune
+from unigraph.backends import autotune, small_graph
 from unigraph.backends.base import Backend, Request, differentiated
 from unigraph.structure import degree_stats
 
@@ -354,6 +354,12 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
     (what :func:`explain` prints; usable for a device this machine does not have)."""
     if choice == "auto":
         name, reason, candidates = _pick(stats, request)
+        if small_graph.applies_to_request(stats.num_edges, request.kind, request.op, request.reduce,
+                                          request.feature_width, request.dtype, request.device):
+            # the native lane applies the rule before any estimate (unigraph/ops/native_lane.py)
+            return Explanation(small_graph.BACKEND, f"{small_graph.reason(stats.num_edges, request.feature_width)}; "
+                               f"the cost model's pick otherwise: {name} ({reason})", "auto", request, stats,
+                               candidates)
         return Explanation(name, reason, "auto", request, stats, candidates)
     if choice == "auto-tune":
         name, reason, candidates = _tuned(stats, request, None)

@@ -52,6 +52,15 @@ def _reset_backend_choice():
 
 
 @pytest.fixture
+def no_small_graph_rule(monkeypatch):
+    """``auto`` without the small-graph rule (``backends/small_graph.py``): every call goes by the
+    cost model and new graphs get their CSRs, for tests of those paths on small graphs."""
+    from unigraph.backends import small_graph
+    monkeypatch.setattr(small_graph, "SMALL_WORK", 0)
+    monkeypatch.setattr(small_graph, "CSR_FREE_EDGES", -1)
+
+
+@pytest.fixture
 def poisoned_output_pool(monkeypatch):
     """A fresh 64 MiB output pool (``kernels/cpu/alloc.py``) that pools every output (no size
     floor) and hands each one out filled with NaN / out-of-range values: an element a kernel

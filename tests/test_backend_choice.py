@@ -71,6 +71,7 @@ def test_backward_runs_on_the_forward_backend(recorders):
     assert torch.equal(x.grad, torch.tensor([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]))
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_explain_reports_statistics_candidates_and_reason():
     src = torch.arange(1, 300)
     g = unigraph.Graph(torch.stack([src, torch.zeros_like(src)]), num_nodes=300)  # a hub
@@ -99,6 +100,7 @@ def test_auto_weighs_launch_cost_on_tiny_graphs_and_traffic_on_large_ones():
     assert unigraph.explain(big, "copy_u", "sum", 64).backend != "scatter"  # the most E x F traffic
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_auto_decision_is_cached_per_graph_and_call():
     g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
     run(g)

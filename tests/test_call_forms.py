@@ -146,17 +146,23 @@ def test_cache_holds_nothing_alive_and_is_bounded():
     assert len(call_forms._CACHE) == call_forms.CACHE_SIZE
 
 
-@pytest.mark.parametrize("choice", ["auto", "numba", "scatter"])
-def test_a_new_edge_index_gets_its_formats_in_one_pass_unless_the_choice_may_avoid_them(choice):
+@pytest.mark.parametrize("choice", ["auto", "auto, no small-graph rule", "numba", "scatter"])
+def test_a_new_edge_index_gets_its_formats_in_one_pass_unless_the_choice_may_avoid_them(choice, request):
     """Under ``auto`` (whose first call counts the degrees with the kernel that builds both CSRs)
     and CSR backends, the graph of a new edge_index is built with its formats in one pass; under
-    ``scatter`` a layer's calls may need no CSR (the native lane), and none is built."""
+    ``scatter`` a layer's calls may need no CSR (the native lane), and none is built; under
+    ``auto`` a graph small enough for the small-graph rule gets its in-degree counts instead."""
     pytest.importorskip("numba")
+    if choice.startswith("auto, no"):
+        request.getfixturevalue("no_small_graph_rule")
     call_forms.clear_cache()
     x = torch.randn(N, IN)
-    with unigraph.use_backend(choice):
+    with unigraph.use_backend(choice.split(",")[0]):
         graph = call_forms.resolve("t", x, graph_edges(7)).graph
-        assert graph.has_memo("in_csr") is (choice != "scatter")
+        assert graph.has_memo("in_csr") is (choice not in ("scatter", "auto"))
+        assert graph.has_memo("in_degree_counts") is (choice == "auto")
+        if choice == "auto":
+            assert torch.equal(graph.in_degree_counts(), torch.bincount(graph.dst, minlength=N))
         out = U.GINConv(torch.nn.Identity())(x, graph_edges(7))
     plain = unigraph.Graph(graph_edges(7), num_nodes=N)
     assert torch.equal(out, x + unigraph.ops.gspmm(plain, "copy_u", "sum", x))

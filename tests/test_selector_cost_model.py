@@ -168,6 +168,7 @@ def tables_that_disagree(monkeypatch):
     monkeypatch.setattr(cost_model, "CPU_GRAD_COSTS", grad)
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_differentiated_calls_are_ranked_by_forward_plus_backward(tables_that_disagree, monkeypatch):
     seen = []
     choose = selector.choose
@@ -210,6 +211,7 @@ def test_differentiated_calls_are_ranked_by_forward_plus_backward(tables_that_di
         torch.testing.assert_close(out.detach(), plain)
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_explain_says_which_time_it_ranks(tables_that_disagree):
     g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
     x = torch.randn(3, 4, requires_grad=True)
@@ -244,6 +246,7 @@ def test_cpu_estimates_know_the_thread_count_of_the_call():
     assert cost_model.thread_scale("numba", 2 * measured) == pytest.approx(0.5)
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_the_ops_ask_with_torchs_thread_count_and_decisions_are_kept_per_count(monkeypatch):
     g = unigraph.Graph(torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0)), num_nodes=50)
     x = torch.randn(50, 8)

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -190,16 +191,33 @@ def ingest_edge_index(edge_index: Tensor, num_src: int, num_dst: int, bipartite:
     in one pass over the edges (``unigraph.kernels.cpu.csr.ingest``), or None where that kernel
     cannot run (not an int64 CPU tensor, no numba). An index out of range raises the error
     :func:`checked_copies` raises, naming the first offending edge."""
+    built = _ingest("ingest", edge_index, num_src, num_dst, bipartite)
+    if built is None:
+        return None
+    src, dst, *formats, max_in, max_out, squares_in = built
+    return src, dst, tuple(formats[:3]), tuple(formats[3:]), (int(max_in), int(max_out), int(squares_in))
+
+
+def ingest_edge_list(edge_index: Tensor, num_src: int, num_dst: int, bipartite: bool):
+    """``(src, dst, in_degree)``: :func:`checked_copies` and the in-degree counts in one pass over
+    the edges (``unigraph.kernels.cpu.csr.ingest_edges``), or None where that kernel cannot run
+    (as :func:`ingest_edge_index`, whose errors it raises)."""
+    return _ingest("ingest_edges", edge_index, num_src, num_dst, bipartite)
+
+
+def _ingest(kernel: str, edge_index: Tensor, num_src: int, num_dst: int, bipartite: bool) -> list | None:
+    """The outputs of ``unigraph.kernels.cpu.csr.<kernel>`` on ``edge_index`` after its ``bad``
+    flag (arrays as normal tensors, scalars as they come), or None where it cannot run; an index
+    out of range raises :func:`checked_copies`'s error, naming the first offending edge."""
     if edge_index.device.type != "cpu" or edge_index.dtype != torch.int64 or not _numba_csr():
         return None
-    from unigraph.kernels.cpu.csr import ingest
+    from unigraph.kernels.cpu import csr
     with torch.inference_mode(False):   # normal tensors: the graph guards their version counters
-        bad, *arrays, max_in, max_out, squares_in = ingest(edge_index.detach().contiguous().numpy(), num_src, num_dst)
+        bad, *outputs = getattr(csr, kernel)(edge_index.detach().contiguous().numpy(), num_src, num_dst)
         if bad >= 0:
             checked_copies(edge_index, num_src, num_dst, bipartite)   # raises, naming the problem
             raise AssertionError(f"edge {bad} is out of range but checked_copies accepted it")
-        src, dst, *formats = (torch.from_numpy(a) for a in arrays)
-    return src, dst, tuple(formats[:3]), tuple(formats[3:]), (int(max_in), int(max_out), int(squares_in))
+        return [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in outputs]
 
 
 def _counting_runs(rows: Tensor, cols: Tensor) -> bool:

@@ -67,6 +67,25 @@ def both_csr(src, dst, num_src, num_dst):
 
 
 @numba.njit(cache=True)
+def ingest_edges(edge_index, num_src, num_dst):
+    """A new ``[2, E]`` edge list's rows copied and range-checked in one pass, with the in-degree
+    of every destination counted on the way (a graph that needs no CSR: the small-graph rule's,
+    ``backends/small_graph.py``): ``(bad, src, dst, in_degree)``, ``bad`` as in :func:`ingest`."""
+    edges = edge_index.shape[1]
+    src = np.empty(edges, np.int64)
+    dst = np.empty(edges, np.int64)
+    in_degree = np.zeros(num_dst, np.int64)
+    for k in range(edges):
+        s, d = edge_index[0, k], edge_index[1, k]
+        if s < 0 or s >= num_src or d < 0 or d >= num_dst:
+            return k, src, dst, in_degree
+        src[k] = s
+        dst[k] = d
+        in_degree[d] += 1
+    return -1, src, dst, in_degree
+
+
+@numba.njit(cache=True)
 def ingest(edge_index, num_src, num_dst):
     """A new ``[2, E]`` edge list made into a graph's structure in one call: its rows copied and
     range-checked (``0 <= src < num_src``, ``0 <= dst < num_dst``), both CSRs built by counting,

@@ -108,6 +108,7 @@ def test_double_backward_through_the_lane():
     torch.autograd.gradgradcheck(f, (x,))
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_auto_takes_the_lane_only_where_it_picks_scatter(function_calls, monkeypatch):
     g = graph()
     x = torch.randn(g.num_src_nodes, 4)
@@ -134,6 +135,7 @@ def test_named_backends_and_contexts_are_obeyed_between_calls(function_calls):
     torch.testing.assert_close(lane, other)
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 def test_the_decision_is_kept_per_request(monkeypatch):
     """The lane asks the selector with the request the front door would build, whose auto decision
     is memoised on every field: a change of width, dtype, grad or thread count between calls
@@ -228,6 +230,7 @@ def test_statistics_agree_and_without_the_counting_kernel_a_lane_graph_builds_no
         assert torch.equal(g.in_degree_counts(), g.in_degrees())
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's path on a small graph
 @pytest.mark.parametrize("op, reduce", [("copy_u", "sum"), ("copy_u", "mean"), ("u_mul_e", "sum"), ("u_mul_e", "mean")])
 @pytest.mark.parametrize("weights_shape", ["[E]", "[E, 1]"])
 def test_a_call_auto_sends_elsewhere_skips_the_front_door_and_gives_the_ordinary_paths_result(

@@ -339,8 +339,10 @@ def _edge_index_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bip
 
 def _new_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
     try:
-        if not native_lane.may_avoid_csr():  # the first call builds both CSRs: do it in the pass that checks
-            return Graph._with_formats(edge_index, counts[0], counts[1], bipartite)
+        edges = edge_index.shape[-1] if isinstance(edge_index, Tensor) and edge_index.dim() else 0
+        avoid = native_lane.may_avoid_csr(edges, edge_index.device)
+        if avoid != "scatter":  # the first call builds both CSRs (or, small, the in-degrees): in the pass that checks
+            return Graph._with_formats(edge_index, counts[0], counts[1], bipartite, csr=avoid is None)
         if bipartite:
             return Graph(edge_index, num_src_nodes=counts[0], num_dst_nodes=counts[1])
         return Graph(edge_index, num_nodes=counts[0])

@@ -23,6 +23,11 @@ transform), no autocast on that device, and the backend choice (argument, ``use_
 memoises on the graph) is ``scatter``. The graph's indices are checked intact first, as
 every call checks them; autograd's saved-tensor versions guard them until the backward.
 
+Under ``auto``, a call small enough for the small-graph rule (``backends/small_graph.py``: CPU,
+numba, edges x width at most ``SMALL_WORK``) runs numba's serial COO kernel on the graph's edge
+list (``unigraph/ops/small_graph_lane.py``) before any decision is asked for: no CSR, no degree
+statistics (a graph that is new every batch needs neither); ``explain`` states the rule.
+
 Where those conditions hold but ``auto`` decided another backend (numba's CSR kernels on the
 CPU, for most graphs), the call goes straight to that backend's g-SpMM Function (``GSpMMSum``,
 through ``custom.call_gspmm``): the front door would check what the conditions above already
@@ -35,11 +40,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from unigraph.backends import selector
+from unigraph.backends import selector, small_graph
 from unigraph.backends.base import Backend, differentiated
 from unigraph.graph import Graph
 from unigraph.ops.broadcast import with_rank
 from unigraph.ops.custom import call_gspmm
+from unigraph.ops import small_graph_lane
 from unigraph.ops.dispatch import traced
 
 BACKEND = "scatter"
@@ -72,6 +78,9 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     grad = differentiated(u, e)
     src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     choice, _ = selector.current_choice(explicit)
+    if choice == "auto" and small_graph.applies(g.num_edges, u.shape[1], u.device):
+        out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), g.num_dst_nodes, grad)
+        return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
     decided = _auto_choice(g, op, reduce, u, grad) if choice == "auto" else None
     if (decided.name if decided is not None else choice) != BACKEND or (
             grad and u.device.type == "cpu" and g.num_edges > CPU_GRAD_EDGES):
@@ -84,16 +93,20 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     if e is not None:
         messages = messages * e.view(-1, 1)
     out = u.new_zeros((g.num_dst_nodes, u.shape[1])).index_add_(0, dst, messages)
-    if reduce == "mean":
-        out = out / _in_degree_divisor(g, u.dtype)
-    return out
+    return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
 
 
-def may_avoid_csr() -> bool:
-    """Whether the current backend choice names this lane's backend, so that a graph's calls may
-    run without its CSRs; under any other choice a CPU graph's first call builds both (``auto``
-    counts its degree statistics with the kernel that builds them)."""
-    return selector.current_choice()[0] == BACKEND
+def may_avoid_csr(num_edges: int, device: torch.device) -> str | None:
+    """Why a new graph of ``num_edges`` edges on ``device`` may be built without CSRs, or None:
+    ``"scatter"`` where the current backend choice names this lane's backend (its calls need
+    none), ``"small"`` where it is ``auto`` and the graph is small enough for the small-graph
+    rule (``backends/small_graph.py``) to take its aggregations (they need only the in-degree
+    counts, for a mean). Under any other choice a CPU graph's first call builds both CSRs
+    (``auto`` counts its degree statistics with the kernel that builds them)."""
+    choice = selector.current_choice()[0]
+    if choice == BACKEND:
+        return "scatter"
+    return "small" if choice == "auto" and small_graph.may_skip_csr(num_edges, device) else None
 
 
 def _auto_choice(g: Graph, op: str, reduce: str, u: Tensor, grad: bool) -> Backend:

@@ -2,6 +2,8 @@
 stable ``torch.sort`` build it replaces on the CPU, and the degree figures the statistics need."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -88,14 +90,42 @@ def test_a_graph_ingested_in_one_pass_equals_the_plain_graph_with_its_formats(nu
 
 @pytest.mark.parametrize("bipartite", [False, True])
 @pytest.mark.parametrize("row, value", [(0, -1), (0, 9), (1, -3), (1, 9)])
-def test_an_out_of_range_index_is_named_as_the_plain_constructor_names_it(bipartite, row, value):
+@pytest.mark.parametrize("csr", [True, False])
+def test_an_out_of_range_index_is_named_as_the_plain_constructor_names_it(bipartite, row, value, csr):
     edge_index = torch.tensor([[0, 1, 2, 3], [3, 2, 1, 0]])
     edge_index[row, 2] = value
     with pytest.raises(ValueError) as plain:
         _plain_graph(edge_index, 4, 4, bipartite)
     with pytest.raises(ValueError) as fast:
-        Graph._with_formats(edge_index, 4, 4, bipartite)
+        Graph._with_formats(edge_index, 4, 4, bipartite, csr=csr)
     assert str(fast.value) == str(plain.value) and "edge 2" in str(fast.value)
+
+
+@pytest.mark.parametrize("num_src,num_edges,num_dst", CASES)
+@pytest.mark.parametrize("bipartite", [False, True])
+def test_a_graph_ingested_without_csr_equals_the_plain_graph_with_its_in_degrees(num_src, num_edges, num_dst,
+                                                                                 bipartite):
+    """``Graph._with_formats(csr=False)`` (the small-graph rule's graphs: copies, checks and the
+    in-degree counts in one kernel call) holds what the plain constructor holds, and no CSR."""
+    num_dst = num_dst if bipartite else num_src
+    gen = torch.Generator().manual_seed(num_src * 7 + num_edges)
+    edge_index = torch.stack([torch.randint(0, max(num_src, 1), (num_edges,), generator=gen),
+                              torch.randint(0, max(num_dst, 1), (num_edges,), generator=gen)])
+    with torch.inference_mode():   # the graph's own tensors are normal ones whatever the mode
+        fast = Graph._with_formats(edge_index, num_src, num_dst, bipartite, csr=False)
+    slow = _plain_graph(edge_index, num_src, num_dst, bipartite)
+    assert not fast.has_memo("in_csr") and not fast.has_memo("out_csr") and fast.has_memo("in_degree_counts")
+    assert (fast.num_src_nodes, fast.num_dst_nodes, fast.is_bipartite) == (slow.num_src_nodes, slow.num_dst_nodes,
+                                                                           slow.is_bipartite)
+    assert torch.equal(fast.src, slow.src) and torch.equal(fast.dst, slow.dst)
+    assert not fast.src.is_inference() and not fast.in_degree_counts().is_inference()
+    assert torch.equal(fast.in_degree_counts(), slow.in_degrees())
+    assert dataclasses.asdict(fast.stats()) == pytest.approx(dataclasses.asdict(slow.stats()), rel=1e-12)
+    edge_index.add_(0)                       # the graph holds copies
+    fast._check_intact()
+    fast.src.add_(0)                         # and guards them
+    with pytest.raises(Exception, match="modified in place"):
+        fast.tensors()
 
 
 def test_the_one_pass_graph_owns_normal_tensors_under_inference_mode_and_falls_back_elsewhere(monkeypatch):

@@ -1,0 +1,216 @@
+"""The native lane's small-graph path (unigraph/ops/small_graph_lane.py): ``copy_u`` and per-edge
+``u_mul_e`` sums and means that ``auto`` sends to numba's serial COO kernels by the small-graph
+rule. Equal to a float64 reference and to every CPU backend named, forward, backward and double
+backward, on drawn graphs with every edge case; it builds no CSR; its guards hold when what it
+depends on changes between calls."""
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import unigraph
+from graph_strategies import graphs
+from op_cases import SMALL, assert_matches, cpu_test_backends, features, grads_of, positional
+from reference import gspmm_ref
+from unigraph import ops
+from unigraph.graph import GraphModifiedError
+from unigraph.nn import call_forms
+
+pytest.importorskip("numba")
+from unigraph.backends import small_graph  # noqa: E402
+from unigraph.ops import small_graph_lane  # noqa: E402
+
+CASES = [("copy_u", "sum", None), ("copy_u", "mean", None), ("u_mul_e", "sum", "[E]"), ("u_mul_e", "mean", "[E]"),
+         ("u_mul_e", "sum", "[E, 1]"), ("u_mul_e", "mean", "[E, 1]")]
+
+
+@contextlib.contextmanager
+def counting():
+    """Every kernel call of the small-graph path inside the block: ``(edges, width, weighted)``."""
+    calls = []
+
+    def counted(src, dst, u, w, num_dst, inner=small_graph_lane._sum):
+        calls.append((src.numel(), u.shape[1], w is not None))
+        return inner(src, dst, u, w, num_dst)
+    with mock.patch.object(small_graph_lane, "_sum", counted):
+        yield calls
+
+
+@pytest.fixture
+def lane_calls():
+    with counting() as calls:
+        yield calls
+
+
+def inputs(drawn, op, weights, width=3, dtype=torch.float64):
+    g, gen = drawn.graph, drawn.generator()
+    u = features(gen, g.num_src_nodes, (width,), dtype=dtype)
+    if op == "copy_u":
+        return u, None
+    return u, features(gen, g.num_edges, () if weights == "[E]" else (1,), dtype=dtype)
+
+
+@pytest.mark.parametrize("op, reduce, weights", CASES)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_matches_the_reference_and_every_backend_forward_and_backward(op, reduce, weights, data):
+    drawn = data.draw(graphs(), label="graph")
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]), label="dtype")
+    u, e = inputs(drawn, op, weights, dtype=dtype)
+    with counting() as lane_calls:
+        out = ops.gspmm(drawn.graph, op, reduce, u, e)   # auto: the rule takes it
+    assert lane_calls and lane_calls[0][2] is (op == "u_mul_e")
+    assert out.dtype == dtype
+    expected = gspmm_ref(drawn.graph, op, reduce, u.double(), None if e is None else e.double())
+    if dtype == torch.float64:
+        assert_matches(out, expected, (u, e), "ue", drawn.generator(), drawn.kind)
+    else:
+        torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+    out = ops.gspmm(drawn.graph, op, reduce, u, e)   # again: assert_matches used the first one's graph
+    upstream = torch.randn(out.shape, generator=drawn.generator(), dtype=dtype)
+    mine = grads_of(out, (u, e), upstream)
+    for backend in cpu_test_backends():   # the same call on each backend named (the ordinary path)
+        other = ops.gspmm(drawn.graph, op, reduce, u, e, backend=backend)
+        tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-10, rtol=1e-9)
+        torch.testing.assert_close(out, other, **tol, msg=lambda m: f"{backend} forward: {m}")
+        for a, b in zip(mine, grads_of(other, (u, e), upstream)):
+            torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{backend} gradient: {m}")
+
+
+@pytest.mark.parametrize("op, reduce, weights", CASES)
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_gradcheck_and_gradgradcheck(op, reduce, weights, data):
+    drawn = data.draw(graphs(**SMALL), label="graph")
+    u, e = inputs(drawn, op, weights)
+    present = tuple(t for t in (u, e) if t is not None)
+    fn = positional(lambda a, b: ops.gspmm(drawn.graph, op, reduce, a, b), (u, e))
+    with counting() as lane_calls:
+        assert torch.autograd.gradcheck(fn, present, eps=1e-6, atol=1e-5)
+        assert torch.autograd.gradgradcheck(fn, present, eps=1e-6, atol=1e-5)
+    assert lane_calls
+
+
+def test_a_layer_on_a_new_edge_index_builds_no_csr_and_matches_the_csr_path(lane_calls, monkeypatch):
+    """GINConv given a new edge_index: the graph holds its indices and in-degree counts only, and
+    the result equals the same layer's with the rule off (CSR kernels), values and gradients."""
+    call_forms.clear_cache()
+    gen = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, 40, (2, 200), generator=gen)
+    x = torch.randn(40, 8, generator=gen, requires_grad=True)
+    conv = unigraph.nn.GINConv(torch.nn.Linear(8, 8))
+    out = conv(x, edge_index)
+    graph = call_forms.resolve("t", x, edge_index).graph
+    assert not graph.has_memo("in_csr") and not graph.has_memo("out_csr") and not graph.has_memo("stats")
+    assert lane_calls == [(200, 8, False)]
+    grads = torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
+    assert len(lane_calls) == 2   # the backward: the same kernel, roles swapped
+    monkeypatch.setattr(small_graph, "SMALL_WORK", 0)
+    monkeypatch.setattr(small_graph, "CSR_FREE_EDGES", -1)
+    call_forms.clear_cache()
+    again = conv(x, edge_index.clone())
+    assert len(lane_calls) == 2
+    torch.testing.assert_close(out, again)
+    torch.testing.assert_close(grads, torch.autograd.grad(again.square().sum(), [x, *conv.parameters()]))
+
+
+def test_the_bound_is_the_work_edges_times_width(lane_calls, monkeypatch):
+    g = unigraph.Graph(torch.randint(0, 10, (2, 50), generator=torch.Generator().manual_seed(1)), num_nodes=10)
+    monkeypatch.setattr(small_graph, "SMALL_WORK", 50 * 4)
+    at, past = torch.randn(10, 4), torch.randn(10, 5)
+    ops.gspmm(g, "copy_u", "sum", at)
+    assert lane_calls == [(50, 4, False)]
+    assert "small-graph rule" in unigraph.explain(g, "copy_u", "sum", at).reason
+    ops.gspmm(g, "copy_u", "sum", past)
+    assert len(lane_calls) == 1
+    assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", past).reason
+
+
+def test_explain_names_the_rule_and_what_runs(lane_calls):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 4)
+    explanation = unigraph.explain(g, "copy_u", "mean", x)
+    assert explanation.backend == "numba" and explanation.reason.startswith("small-graph rule: 3 edges x 4 features")
+    assert "the cost model's pick otherwise" in explanation.reason
+    assert "small-graph rule" not in unigraph.explain(g, "copy_u", "max", x).reason
+    assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x.half()).reason
+    assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x, backend="numba").reason
+
+
+@pytest.mark.parametrize("choice", ["numba", "scatter", "sparse", "auto-tune"])
+def test_a_named_backend_or_auto_tune_is_not_replaced_by_the_rule(lane_calls, choice):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 4)
+    with unigraph.use_backend(choice):
+        ops.gspmm(g, "copy_u", "sum", x)
+    ops.gspmm(g, "copy_u", "sum", x, backend=choice if choice != "auto-tune" else "numba")
+    assert lane_calls == []
+
+
+def test_shapes_outside_the_lane_go_by_the_cost_model(lane_calls):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    u = torch.randn(3, 2, 4, dtype=torch.float64)
+    out = ops.gspmm(g, "copy_u", "sum", u)                        # [N, H, F]
+    per_feature = ops.gspmm(g, "u_mul_e", "sum", u[:, 0], torch.rand(3, 4, dtype=torch.float64))
+    assert lane_calls == []
+    torch.testing.assert_close(out, gspmm_ref(g, "copy_u", "sum", u, None))
+    assert per_feature.shape == (3, 4)
+
+
+def test_a_graph_changed_in_place_is_refused_before_and_after_the_forward(lane_calls):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 4, requires_grad=True)
+    out = ops.gspmm(g, "copy_u", "sum", x)
+    g.src[0] = 2
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    with pytest.raises(GraphModifiedError):
+        ops.gspmm(g, "copy_u", "sum", x)
+    assert len(lane_calls) == 1
+
+
+def test_weights_changed_in_place_after_the_forward_are_refused(lane_calls):
+    g = unigraph.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.rand(3)
+    out = ops.gspmm(g, "u_mul_e", "sum", x, w)
+    w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+def test_changes_between_calls_give_the_plain_paths_results(lane_calls):
+    """Width across the bound, dtype, grad mode, inference mode, non-contiguous operands and an
+    expanded upstream gradient, on one graph whose CSRs a wide call builds half way."""
+    gen = torch.Generator().manual_seed(2)
+    g = unigraph.Graph(torch.randint(0, 30, (2, 120), generator=gen), num_nodes=30)
+    wide = small_graph.SMALL_WORK // 120 + 1
+    for width, dtype in [(4, torch.float32), (wide, torch.float32), (4, torch.float64), (7, torch.float32)]:
+        x = torch.randn(width, 30, dtype=dtype, generator=gen).t()   # non-contiguous
+        w = torch.rand(120, dtype=dtype, generator=gen)
+        for op, e in (("copy_u", None), ("u_mul_e", w)):
+            with torch.inference_mode():
+                evaluated = ops.gspmm(g, op, "mean", x, e)
+            leaf = x.detach().clone().requires_grad_()
+            out = ops.gspmm(g, op, "mean", leaf, e)
+            (grad,) = torch.autograd.grad(out.sum(), leaf)   # an expanded upstream gradient
+            plain_leaf = x.detach().clone().requires_grad_()
+            plain = ops.gspmm(g, op, "mean", plain_leaf, e, backend="scatter")
+            (plain_grad,) = torch.autograd.grad(plain.sum(), plain_leaf)
+            torch.testing.assert_close(evaluated, plain)
+            torch.testing.assert_close(out, plain)
+            torch.testing.assert_close(grad, plain_grad)
+    assert {width for _, width, _ in lane_calls} == {4, 7}
+    assert g.has_memo("in_csr")   # the wide calls built them; the narrow ones still take the rule
+
+
+def test_runs_on_one_thread_whatever_torch_allows(lane_calls):
+    """Serial by design: a thread count is never exceeded (the kernel has no parallel loop, and
+    numba's thread pool is not started for it)."""
+    from unigraph.kernels.cpu import coo
+    for kernel in (coo.scatter_sum, coo.scatter_weighted_sum):
+        assert not kernel.targetoptions.get("parallel", False)

@@ -1,0 +1,76 @@
+r"""The native lane's small-graph path: a ``copy_u`` or ``u_mul_e`` (one weight per edge) sum or
+mean that ``auto`` sends here by the small-graph rule (``backends/small_graph.py``), run by numba's
+serial COO kernels (``unigraph.kernels.cpu.coo``) on the graph's own edge list.
+
+.. math::
+    out_v = \sum_{k:\, dst_k = v} w_k \, u_{src_k} \quad (w_k = 1 \text{ for copy\_u}),
+    \qquad \text{mean: } out_v / \max(\deg_{in}(v), 1)
+
+Gradients: :math:`\partial u_s = \sum_{k:\, src_k = s} w_k \, \partial out_{dst_k}` (the same sum
+with the roles swapped, through this same Function, so twice differentiable) and
+:math:`\partial w_k = \langle \partial out_{dst_k}, u_{src_k} \rangle` (torch's index ops, only
+when the weights require grad). The mean's division is torch's, by the in-degree counts the
+native lane keeps on the graph.
+
+The same function as every backend: the sums run in edge order (the scatter backend's order; the
+CSR kernels add the same terms in the same order per row, four at a time), in the operand's
+dtype. The graph's index tensors are the ones it checked when it was built, read after its
+intactness check (``Graph._coo``); saved for the backward, their version counters guard them.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+
+def aggregate(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int, grad: bool) -> Tensor:
+    """``sum_{k: dst[k] = v} w[k] u[src[k]]`` per ``v`` in ``0..num_dst-1`` (``w`` [E] or None);
+    ``grad``: whether autograd records it (``differentiated(u, w)``)."""
+    if grad:
+        return CooSum.apply(u, w, src, dst, num_dst)
+    return _sum(src, dst, u, w, num_dst)
+
+
+def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int) -> Tensor:
+    out = torch.empty((num_dst, u.shape[1]), dtype=u.dtype)   # the kernel zeroes it
+    coo = _coo_kernels()
+    x = u.detach().contiguous().numpy()
+    if w is None:
+        coo.scatter_sum(src.numpy(), dst.numpy(), x, out.numpy())
+    else:
+        coo.scatter_weighted_sum(src.numpy(), dst.numpy(), w.detach().contiguous().numpy(), x, out.numpy())
+    return out
+
+
+def _coo_kernels():
+    """The kernel module, imported on first use (importing numba costs ~0.5 s) and kept."""
+    global _COO
+    if _COO is None:
+        from unigraph.kernels.cpu import coo
+        _COO = coo
+    return _COO
+
+
+_COO = None
+
+
+class CooSum(torch.autograd.Function):
+    """:func:`aggregate` as an autograd Function (see the module docstring for its gradients)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, w: Tensor | None, src: Tensor, dst: Tensor, num_dst: int) -> Tensor:
+        ctx.num_src = u.shape[0]
+        ctx.save_for_backward(u if w is not None and ctx.needs_input_grad[1] else None, w, src, dst)
+        return _sum(src, dst, u, w, num_dst)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        u, w, src, dst = ctx.saved_tensors
+        grad_u = grad_w = None
+        if ctx.needs_input_grad[0]:
+            grad_u = aggregate(dst, src, grad_out, w, ctx.num_src, torch.is_grad_enabled() and (
+                grad_out.requires_grad or (w is not None and w.requires_grad)))
+        if ctx.needs_input_grad[1]:
+            grad_w = (grad_out.index_select(0, dst) * u.index_select(0, src)).sum(1)
+        return grad_u, grad_w, None, None, None
