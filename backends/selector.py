@@ -355,9 +355,10 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
     if choice == "auto":
         name, reason, candidates = _pick(stats, request)
         if small_graph.applies_to_request(stats.num_edges, request.kind, request.op, request.reduce,
-                                          request.feature_width, request.dtype, request.device):
+                                          request.feature_width, request.dtype, request.device, request.threads):
             # the native lane applies the rule before any estimate (unigraph/ops/native_lane.py)
-            return Explanation(small_graph.BACKEND, f"{small_graph.reason(stats.num_edges, request.feature_width)}; "
+            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads)
+            return Explanation(small_graph.BACKEND, f"{rule}; "
                                f"the cost model's pick otherwise: {name} ({reason})", "auto", request, stats,
                                candidates)
         return Explanation(name, reason, "auto", request, stats, candidates)

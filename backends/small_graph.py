@@ -1,34 +1,41 @@
-"""The small-graph rule: the g-SpMM sums ``auto`` runs on numba's serial COO kernel, decided from
-the call's size alone (no degree statistics, no cost model).
+"""The small-graph rule: the g-SpMM sums ``auto`` runs on numba's COO kernels, decided from
+the call's size and torch's thread count alone (no degree statistics, no cost model).
 
 The rule: under ``auto``, a ``copy_u`` or ``u_mul_e`` (one weight per edge) sum or mean on the
 CPU, float32/float64, with numba installed, whose work ``E x F`` (edges times feature width) is at
-most :data:`SMALL_WORK`, runs ``unigraph.kernels.cpu.coo`` through the native lane
-(``unigraph/ops/small_graph_lane.py``): one pass over the edge list, on one thread.
+most :data:`SMALL_WORK` divided by ``torch.get_num_threads()`` at the call (524,288 at two threads),
+runs ``unigraph.kernels.cpu.coo`` through the native lane (``unigraph/ops/small_graph_lane.py``):
+each thread owns a range of destination rows and scans the edge list once, adding in edge order.
 
 Why a rule and not the cost model: the cost model ranks kernels on a graph whose formats exist.
 On a graph that is new every call (a mini-batch of small graphs: PyG's ``DataLoader`` collates a
 new ``edge_index`` per batch) the CSR kernels first pay for what the cost model does not see:
 both CSRs, their row plans, the degree statistics the model itself reads, a decision per width
 (~300 us of a ~2.4 ms GIN batch on the 2-core development machine: docs/performance.md). Below
-the bound the COO kernel needs none of them and is also no slower per call on a graph that is
-kept: measured there (``/`` = CSR path per call / COO kernel, medians, 2 threads; a new graph
-every call, then one built once and kept):
+the bound the COO path needs none of them, and it is not slower per call even on a graph that is
+kept (full-batch training), where those costs are paid once. Measured there, COO path / CSR path
+(``u_mul_e`` sums on a prepared graph, medians of 15 interleaved pairs, forward and forward +
+backward, each through ``ops.gspmm``; the COO kernel first on one thread, then with threads owning
+row ranges, the committed kernel):
 
-=========  ==========  =================  ===================
-edges      width       new graph          kept graph
-=========  ==========  =================  ===================
-5,000      8 / 32      193/48, 177/65 us  144/33, 120/58 us
-5,000      128         217/126 us         161/134 us
-13,000     8 / 32      437/139, 461/202   161/75, 121/141
-30,000     64          839/499            352/914 (cache misses: past the bound)
-=========  ==========  =================  ===================
+=============  ====================  =========================  ====================
+edges x width  2 threads, one-thread  2 threads, row ranges      1 thread
+               kernel
+=============  ====================  =========================  ====================
+160k           0.55, 0.64            0.59, 0.71                 0.51, 0.54
+320k           0.57-0.67, 0.79-0.80  0.63-0.75, 0.78-0.84       0.52-0.56, 0.59-0.67
+640k           0.67-0.83, 0.79-1.03  0.72-0.82, 0.80-0.95       0.58-0.66, 0.61-0.80
+1,280k         0.93-1.02, 0.94-1.25  0.85-1.05, 0.77-0.94       0.62-0.76, 0.76-0.86
+2,560k         1.28-1.68, 1.43-1.60  0.98-1.45, 0.95-1.06       0.77-0.94, 0.84-1.09
+=============  ====================  =========================  ====================
 
-The bound does not scale with the thread count: what it avoids (building the formats and
-deciding) costs the same with more threads. :data:`CSR_FREE_EDGES` is the call forms' side of it:
-a layer given a new ``edge_index`` of at most that many edges builds its graph without CSRs (the
-rule will take its aggregations unless their width is large; a later call that needs the CSRs
-builds them then).
+The CSR kernels divide all their work among the threads; the COO kernels divide the additions but
+every thread reads the whole edge list, so the bound falls with the thread count (measured at one
+and two threads; beyond, the division is the conservative extrapolation).
+
+:data:`CSR_FREE_EDGES` is the call forms' side of it: a layer given a new ``edge_index`` of at
+most that many edges builds its graph without CSRs (the rule will take its aggregations unless
+they are wide; a later call that needs the CSRs builds them then).
 """
 from __future__ import annotations
 
@@ -36,8 +43,8 @@ import torch
 
 from unigraph import backends as registry
 
-SMALL_WORK = 1 << 18       # edges x feature width (262,144)
-CSR_FREE_EDGES = 1 << 14   # a new edge_index of at most this many edges gets no CSR up front
+SMALL_WORK = 1 << 20       # edges x feature width on one thread (1,048,576), divided by the thread count
+CSR_FREE_EDGES = 1 << 15   # a new edge_index of at most this many edges gets no CSR up front
 BACKEND = "numba"          # whose kernels these are (what explain names)
 OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
@@ -49,24 +56,31 @@ def _numba_ok() -> bool:
     return BACKEND in registry.names() and registry.status_of(BACKEND).ok
 
 
-def applies(num_edges: int, width: int, device: torch.device) -> bool:
+def work_bound(threads: int | None = None) -> int:
+    """The largest ``E x F`` the rule takes with ``threads`` intra-op threads (torch's count now
+    when None or 0, as ``Request.threads`` 0 means)."""
+    return SMALL_WORK // max(threads or torch.get_num_threads(), 1)
+
+
+def applies(num_edges: int, width: int, device: torch.device, threads: int | None = None) -> bool:
     """Whether the rule takes a call the native lane admitted (a sum or mean of ``copy_u`` or
     ``u_mul_e`` with one weight per edge, ``u`` 2-D float32/float64) under ``auto``."""
-    return device.type == "cpu" and num_edges * max(width, 1) <= SMALL_WORK and _numba_ok()
+    return device.type == "cpu" and num_edges * max(width, 1) <= work_bound(threads) and _numba_ok()
 
 
 def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, width: int,
-                       dtype: torch.dtype, device: torch.device) -> bool:
+                       dtype: torch.dtype, device: torch.device, threads: int) -> bool:
     """:func:`applies` for a request's fields (what ``explain`` asks)."""
     return (kind == "gspmm" and op in OPS and reduce in REDUCES and dtype in DTYPES
-            and applies(num_edges, width, device))
+            and applies(num_edges, width, device, threads))
 
 
-def reason(num_edges: int, width: int) -> str:
+def reason(num_edges: int, width: int, threads: int) -> str:
     """What ``explain`` says when the rule decided."""
-    return (f"small-graph rule: {num_edges} edges x {max(width, 1)} features <= {SMALL_WORK:,}: numba's serial "
-            "COO kernel, no CSR, no statistics (for u [N, F] and, for u_mul_e, one weight per edge; "
-            "other operand shapes go by the cost model)")
+    return (f"small-graph rule: {num_edges} edges x {max(width, 1)} features <= {work_bound(threads):,} "
+            f"({SMALL_WORK:,} / {max(threads or torch.get_num_threads(), 1)} threads): numba's COO kernel, "
+            "no CSR, no statistics (for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go "
+            "by the cost model)")
 
 
 def may_skip_csr(num_edges: int, device: torch.device) -> bool:

@@ -1,13 +1,17 @@
-r"""g-SpMM sums over the edge list itself (COO), on one thread: the small-graph kernels.
+r"""g-SpMM sums over the edge list itself (COO): the small-graph kernels.
 
 :math:`out_{v} = \sum_{k:\, dst_k = v} w_k \, x_{src_k}` (``w_k = 1`` for ``copy_u``)
 
-One pass over the edges in edge-id order, adding each source row into its destination row. It
-needs no CSR, no row blocks and no degree statistics, only the two index rows every graph keeps:
-on a graph that is new every step (a mini-batch of small graphs) that is what the CSR kernels'
-fresh-graph costs (the two CSRs, their plans, the selector's statistics) buy back only on large
-graphs (``backends/small_graph.py`` says where the line lies). Serial by design: deterministic, and
-on these sizes waking a thread team costs more than the work.
+They need no CSR, no row blocks and no degree statistics, only the two index rows every graph
+keeps: on a graph that is new every step (a mini-batch of small graphs) that is what the CSR
+kernels' fresh-graph costs (both CSRs, their plans, the selector's statistics) buy back only on
+large graphs (``backends/small_graph.py`` says where the line lies).
+
+Threads own ranges of destination rows (``bounds``, one range per thread: ``row_ranges``): each
+zeroes its rows, scans the whole edge list and adds the edges that land in its rows, in edge-id
+order. Every output row is written by one thread with its terms in edge order, so the result is
+the same, bit for bit, at any thread count (deterministic, no atomics); the edge list is read once
+per thread (16 bytes an edge), the rows' additions are divided among them.
 
 The backward of a sum is the same sum with the roles swapped (``grad_x[src_k] += w_k grad_out[dst_k]``),
 so one kernel serves both directions. Index arrays are int64 (the graph's own, checked when the
@@ -16,28 +20,42 @@ for every destination index.
 """
 from __future__ import annotations
 
-import numba
+import numpy as np
+from numba import prange
 
-from unigraph.kernels.cpu import FASTMATH
+from unigraph.kernels.cpu import FASTMATH, parallel_kernel
 
 
-@numba.njit(cache=True, fastmath=FASTMATH)
-def scatter_sum(src, dst, x, out):
+def row_ranges(rows: int, threads: int) -> np.ndarray:
+    """``threads + 1`` non-decreasing bounds splitting ``0..rows`` into equal ranges."""
+    return np.array([rows * i // threads for i in range(threads + 1)], dtype=np.int64)
+
+
+@parallel_kernel(fastmath=FASTMATH)
+def scatter_sum(bounds, src, dst, x, out):
     """``out[dst[k]] += x[src[k]]`` over the edges in order (``out`` [Nd, F], overwritten)."""
-    out[:] = 0
     width = out.shape[1]
-    for k in range(src.shape[0]):
-        s, d = src[k], dst[k]
-        for j in range(width):
-            out[d, j] += x[s, j]
+    for t in prange(bounds.shape[0] - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        out[lo:hi] = 0
+        for k in range(src.shape[0]):
+            d = dst[k]
+            if lo <= d < hi:
+                s = src[k]
+                for j in range(width):
+                    out[d, j] += x[s, j]
 
 
-@numba.njit(cache=True, fastmath=FASTMATH)
-def scatter_weighted_sum(src, dst, w, x, out):
+@parallel_kernel(fastmath=FASTMATH)
+def scatter_weighted_sum(bounds, src, dst, w, x, out):
     """``out[dst[k]] += w[k] * x[src[k]]`` over the edges in order (``out`` [Nd, F], overwritten)."""
-    out[:] = 0
     width = out.shape[1]
-    for k in range(src.shape[0]):
-        s, d, weight = src[k], dst[k], w[k]
-        for j in range(width):
-            out[d, j] += weight * x[s, j]
+    for t in prange(bounds.shape[0] - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        out[lo:hi] = 0
+        for k in range(src.shape[0]):
+            d = dst[k]
+            if lo <= d < hi:
+                s, weight = src[k], w[k]
+                for j in range(width):
+                    out[d, j] += weight * x[s, j]

@@ -1,5 +1,5 @@
 """The native lane's small-graph path (unigraph/ops/small_graph_lane.py): ``copy_u`` and per-edge
-``u_mul_e`` sums and means that ``auto`` sends to numba's serial COO kernels by the small-graph
+``u_mul_e`` sums and means that ``auto`` sends to numba's COO kernels by the small-graph
 rule. Equal to a float64 reference and to every CPU backend named, forward, backward and double
 backward, on drawn graphs with every edge case; it builds no CSR; its guards hold when what it
 depends on changes between calls."""
@@ -118,16 +118,26 @@ def test_a_layer_on_a_new_edge_index_builds_no_csr_and_matches_the_csr_path(lane
     torch.testing.assert_close(grads, torch.autograd.grad(again.square().sum(), [x, *conv.parameters()]))
 
 
-def test_the_bound_is_the_work_edges_times_width(lane_calls, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_bound_is_the_work_edges_times_width_over_the_thread_count(lane_calls, monkeypatch, threads):
     g = unigraph.Graph(torch.randint(0, 10, (2, 50), generator=torch.Generator().manual_seed(1)), num_nodes=10)
-    monkeypatch.setattr(small_graph, "SMALL_WORK", 50 * 4)
+    monkeypatch.setattr(small_graph, "SMALL_WORK", 50 * 4 * threads)
     at, past = torch.randn(10, 4), torch.randn(10, 5)
-    ops.gspmm(g, "copy_u", "sum", at)
-    assert lane_calls == [(50, 4, False)]
-    assert "small-graph rule" in unigraph.explain(g, "copy_u", "sum", at).reason
-    ops.gspmm(g, "copy_u", "sum", past)
-    assert len(lane_calls) == 1
-    assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", past).reason
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ops.gspmm(g, "copy_u", "sum", at)
+        assert lane_calls == [(50, 4, False)]
+        assert f"<= 200 ({50 * 4 * threads:,} / {threads} threads)" in unigraph.explain(g, "copy_u", "sum", at).reason
+        ops.gspmm(g, "copy_u", "sum", past)
+        assert len(lane_calls) == 1
+        assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", past).reason
+        if threads == 1:   # the same call with more threads than the bound was measured for: the CSR path
+            torch.set_num_threads(2)
+            ops.gspmm(g, "copy_u", "sum", at)
+            assert len(lane_calls) == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_explain_names_the_rule_and_what_runs(lane_calls):
@@ -188,7 +198,7 @@ def test_changes_between_calls_give_the_plain_paths_results(lane_calls):
     expanded upstream gradient, on one graph whose CSRs a wide call builds half way."""
     gen = torch.Generator().manual_seed(2)
     g = unigraph.Graph(torch.randint(0, 30, (2, 120), generator=gen), num_nodes=30)
-    wide = small_graph.SMALL_WORK // 120 + 1
+    wide = small_graph.work_bound() // 120 + 1
     for width, dtype in [(4, torch.float32), (wide, torch.float32), (4, torch.float64), (7, torch.float32)]:
         x = torch.randn(width, 30, dtype=dtype, generator=gen).t()   # non-contiguous
         w = torch.rand(120, dtype=dtype, generator=gen)
@@ -208,9 +218,20 @@ def test_changes_between_calls_give_the_plain_paths_results(lane_calls):
     assert g.has_memo("in_csr")   # the wide calls built them; the narrow ones still take the rule
 
 
-def test_runs_on_one_thread_whatever_torch_allows(lane_calls):
-    """Serial by design: a thread count is never exceeded (the kernel has no parallel loop, and
-    numba's thread pool is not started for it)."""
-    from unigraph.kernels.cpu import coo
-    for kernel in (coo.scatter_sum, coo.scatter_weighted_sum):
-        assert not kernel.targetoptions.get("parallel", False)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_same_bits_at_every_thread_count(threads):
+    """Threads own ranges of destination rows and add their edges in edge order: the sums equal the
+    one-thread result bit for bit (the thread count itself is checked with every kernel's in
+    ``tests/kernels/cpu/test_kernel_threads.py``)."""
+    gen = torch.Generator().manual_seed(3)
+    src, dst = torch.randint(0, 300, (2, 5000), generator=gen)
+    x, w = torch.randn(300, 33, generator=gen), torch.rand(5000, generator=gen)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = [small_graph_lane._sum(src, dst, x, weights, 300) for weights in (None, w)]
+        torch.set_num_threads(threads)
+        assert all(torch.equal(a, small_graph_lane._sum(src, dst, x, weights, 300))
+                   for a, weights in zip(one, (None, w)))
+    finally:
+        torch.set_num_threads(before)

@@ -264,7 +264,8 @@ def rows_with_messages(g: Graph, aggregated: Tensor, weight: Tensor) -> int | No
     PyG's ``NeighborLoader`` numbers a batch's nodes hop by hop and gives the last hop's nodes (about
     three quarters of them in a 2-hop GraphSAGE batch) no in-edges, yet ``conv(x, edge_index)``
     outputs a row for each. ``R`` is one past the last destination with an in-edge (from the in-CSR
-    the aggregation built, kept on the graph); the rows from ``R`` on are then *checked* to be zero
+    the aggregation built, or the largest destination index where none was built; kept on the
+    graph); the rows from ``R`` on are then *checked* to be zero
     (~1 ms per 10 MB), and ``weight`` to be finite (``0 * inf`` would make them NaN in the full
     product). The caller asks only for the default hooks (:meth:`MessagePassing.propagates_default_hooks`):
     zero values alone do not show that a row depends on no parameter."""
@@ -279,6 +280,11 @@ def rows_with_messages(g: Graph, aggregated: Tensor, weight: Tensor) -> int | No
 
 
 def _last_row_with_edges(g: Graph) -> int:
+    """One past the last destination with an in-edge: from the in-CSR where the graph has one,
+    else the largest destination index (a graph of the small-graph rule has no CSR, and building
+    one only for this cost more than the whole aggregation)."""
+    if not g.has_memo("in_csr"):
+        return int(g.dst.max()) + 1 if g.num_edges else 0
     ptr = g.in_csr()[0]
     return int(torch.searchsorted(ptr, ptr[-1:])) if ptr.numel() > 1 else 0
 

@@ -1,6 +1,7 @@
 r"""The native lane's small-graph path: a ``copy_u`` or ``u_mul_e`` (one weight per edge) sum or
 mean that ``auto`` sends here by the small-graph rule (``backends/small_graph.py``), run by numba's
-serial COO kernels (``unigraph.kernels.cpu.coo``) on the graph's own edge list.
+COO kernels (``unigraph.kernels.cpu.coo``: threads own ranges of destination rows) on the graph's
+own edge list.
 
 .. math::
     out_v = \sum_{k:\, dst_k = v} w_k \, u_{src_k} \quad (w_k = 1 \text{ for copy\_u}),
@@ -12,9 +13,9 @@ with the roles swapped, through this same Function, so twice differentiable) and
 when the weights require grad). The mean's division is torch's, by the in-degree counts the
 native lane keeps on the graph.
 
-The same function as every backend: the sums run in edge order (the scatter backend's order; the
-CSR kernels add the same terms in the same order per row, four at a time), in the operand's
-dtype. The graph's index tensors are the ones it checked when it was built, read after its
+The same function as every backend: each row's sum runs in edge order, whatever the thread count
+(the scatter backend's order; the CSR kernels add the same terms in the same order per row, four
+at a time), in the operand's dtype. The graph's index tensors are the ones it checked when it was built, read after its
 intactness check (``Graph._coo``); saved for the backward, their version counters guard them.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from unigraph.kernels.cpu.threads import current_threads, threads_for
 
 
 def aggregate(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int, grad: bool) -> Tensor:
@@ -36,15 +38,19 @@ def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int) ->
     out = torch.empty((num_dst, u.shape[1]), dtype=u.dtype)   # the kernel zeroes it
     coo = _coo_kernels()
     x = u.detach().contiguous().numpy()
-    if w is None:
-        coo.scatter_sum(src.numpy(), dst.numpy(), x, out.numpy())
-    else:
-        coo.scatter_weighted_sum(src.numpy(), dst.numpy(), w.detach().contiguous().numpy(), x, out.numpy())
+    with threads_for(src.shape[0] * u.shape[1]):   # torch's count at the call (1 below SERIAL_WORK)
+        bounds = coo.row_ranges(num_dst, current_threads())
+        if w is None:
+            coo.scatter_sum(bounds, src.numpy(), dst.numpy(), x, out.numpy())
+        else:
+            coo.scatter_weighted_sum(bounds, src.numpy(), dst.numpy(), w.detach().contiguous().numpy(), x,
+                                     out.numpy())
     return out
 
 
 def _coo_kernels():
-    """The kernel module, imported on first use (importing numba costs ~0.5 s) and kept."""
+    """The kernel module, imported on first use (importing numba costs ~0.5 s) and kept: kernels
+    are read from it at each call (a forked child rebinds them to their serial twins)."""
     global _COO
     if _COO is None:
         from unigraph.kernels.cpu import coo

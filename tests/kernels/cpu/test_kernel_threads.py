@@ -24,6 +24,7 @@ HERE = pathlib.Path(__file__).parent
 
 def _kernel_modules() -> None:
     """Import every module that declares kernels (declaring registers them)."""
+    import unigraph.kernels.cpu.coo  # noqa: F401
     import unigraph.kernels.cpu.dropout  # noqa: F401
     import unigraph.kernels.cpu.gat  # noqa: F401
     import unigraph.kernels.cpu.sddmm  # noqa: F401
@@ -41,6 +42,7 @@ def _every_kernel(g: Graph, width: int) -> list[torch.Tensor]:
     """Calls that reach every declared kernel (forward and backward) on the numba backend; returns
     their outputs, gradients and samples (float64, repeatable after ``torch.manual_seed``)."""
     from unigraph.nn.dropout import dropout, keep_mask, relu_dropout
+    from unigraph.ops.small_graph_lane import aggregate
     from unigraph.sampling import NeighborSampler
     n, m = g.num_nodes, g.num_edges
     leaf = {"dtype": torch.float64, "requires_grad": True}
@@ -53,7 +55,8 @@ def _every_kernel(g: Graph, width: int) -> list[torch.Tensor]:
              ops.gsddmm(g, "add", u.view(n, 1, width), w.view(m, 1, 1), "u", "e", backend="numba"),
              ops.gsddmm(g, "dot", h, h[:, :1], "u", "v", backend="numba"),
              ops.edge_softmax(g, e, backend="numba"), ops.gat_attention(g, h, el, er, backend="numba"),
-             dropout(u, 0.5), relu_dropout(u, 0.5), keep_mask((m, 4), 0.5, u)]
+             dropout(u, 0.5), relu_dropout(u, 0.5), keep_mask((m, 4), 0.5, u),
+             aggregate(g.src, g.dst, u, None, n, True), aggregate(g.src, g.dst, u, w.view(-1), n, True)]
     sum(out.sum() for out in outs).backward()
     samples = []
     for num_threads in (1, None, 2):

@@ -146,3 +146,15 @@ def test_gradcheck_and_double_backward():
     torch.autograd.gradcheck(f, inputs)
     torch.autograd.gradgradcheck(f, inputs)
     torch.autograd.gradgradcheck(lambda x: conv(x, g).square(), (x,))
+
+
+@pytest.mark.parametrize("edges", [batch_edges(1), torch.tensor([[3], [0]]), torch.zeros(2, 0, dtype=torch.int64)])
+def test_the_last_row_with_edges_is_the_same_with_and_without_a_csr(edges):
+    """A graph of the small-graph rule has no in-CSR: ``R`` comes from the largest destination
+    index then, without building one, and equals the in-CSR's answer."""
+    plain = Graph(edges, num_nodes=N)
+    without = sage_conv._last_row_with_edges(plain)
+    assert not plain.has_memo("in_csr")
+    with_csr = Graph(edges, num_nodes=N)
+    with_csr.in_csr()
+    assert without == sage_conv._last_row_with_edges(with_csr) == (int(edges[1].max()) + 1 if edges.numel() else 0)
