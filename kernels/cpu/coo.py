@@ -46,6 +46,8 @@ def scatter_sum(bounds, src, dst, x, out):
                     out[d, j] += x[s, j]
 
 
+# Its own kernel, not a flag of the one above: one kernel multiplying by a weight of 1 where there
+# is none measured 15-30% slower at widths 32 and 64 (the unweighted loop vectorizes as a copy-add).
 @parallel_kernel(fastmath=FASTMATH)
 def scatter_weighted_sum(bounds, src, dst, w, x, out):
     """``out[dst[k]] += w[k] * x[src[k]]`` over the edges in order (``out`` [Nd, F], overwritten)."""
