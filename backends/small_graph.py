@@ -56,10 +56,14 @@ def _numba_ok() -> bool:
     return BACKEND in registry.names() and registry.status_of(BACKEND).ok
 
 
+def _threads(threads: int | None) -> int:
+    """``threads``, or torch's count now when None or 0 (as ``Request.threads`` 0 means)."""
+    return max(threads or torch.get_num_threads(), 1)
+
+
 def work_bound(threads: int | None = None) -> int:
-    """The largest ``E x F`` the rule takes with ``threads`` intra-op threads (torch's count now
-    when None or 0, as ``Request.threads`` 0 means)."""
-    return SMALL_WORK // max(threads or torch.get_num_threads(), 1)
+    """The largest ``E x F`` the rule takes with ``threads`` intra-op threads (:func:`_threads`)."""
+    return SMALL_WORK // _threads(threads)
 
 
 def applies(num_edges: int, width: int, device: torch.device, threads: int | None = None) -> bool:
@@ -78,7 +82,7 @@ def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, w
 def reason(num_edges: int, width: int, threads: int) -> str:
     """What ``explain`` says when the rule decided."""
     return (f"small-graph rule: {num_edges} edges x {max(width, 1)} features <= {work_bound(threads):,} "
-            f"({SMALL_WORK:,} / {max(threads or torch.get_num_threads(), 1)} threads): numba's COO kernel, "
+            f"({SMALL_WORK:,} / {_threads(threads)} threads): numba's COO kernel, "
             "no CSR, no statistics (for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go "
             "by the cost model)")
 

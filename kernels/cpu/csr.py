@@ -67,6 +67,24 @@ def both_csr(src, dst, num_src, num_dst):
 
 
 @numba.njit(cache=True)
+def _copy_checked(edge_index, num_src, num_dst, src, dst, in_counts, out_counts, count_out):
+    """The edge list's rows copied into ``src``/``dst`` and range-checked (``0 <= src < num_src``,
+    ``0 <= dst < num_dst``) in one pass, counting each destination in ``in_counts`` and, where
+    ``count_out``, each source in ``out_counts``: -1, or the first edge with an index out of range
+    (the copies and counts stop there)."""
+    for k in range(edge_index.shape[1]):
+        s, d = edge_index[0, k], edge_index[1, k]
+        if s < 0 or s >= num_src or d < 0 or d >= num_dst:
+            return k
+        src[k] = s
+        dst[k] = d
+        in_counts[d] += 1
+        if count_out:
+            out_counts[s] += 1
+    return -1
+
+
+@numba.njit(cache=True)
 def ingest_edges(edge_index, num_src, num_dst):
     """A new ``[2, E]`` edge list's rows copied and range-checked in one pass, with the in-degree
     of every destination counted on the way (a graph that needs no CSR: the small-graph rule's,
@@ -75,14 +93,8 @@ def ingest_edges(edge_index, num_src, num_dst):
     src = np.empty(edges, np.int64)
     dst = np.empty(edges, np.int64)
     in_degree = np.zeros(num_dst, np.int64)
-    for k in range(edges):
-        s, d = edge_index[0, k], edge_index[1, k]
-        if s < 0 or s >= num_src or d < 0 or d >= num_dst:
-            return k, src, dst, in_degree
-        src[k] = s
-        dst[k] = d
-        in_degree[d] += 1
-    return -1, src, dst, in_degree
+    bad = _copy_checked(edge_index, num_src, num_dst, src, dst, in_degree, in_degree[:0], False)
+    return bad, src, dst, in_degree
 
 
 @numba.njit(cache=True)
@@ -98,16 +110,7 @@ def ingest(edge_index, num_src, num_dst):
     dst = np.empty(edges, np.int64)
     in_ptr = np.zeros(num_dst + 1, np.int64)
     out_ptr = np.zeros(num_src + 1, np.int64)
-    bad = -1
-    for k in range(edges):
-        s, d = edge_index[0, k], edge_index[1, k]
-        if s < 0 or s >= num_src or d < 0 or d >= num_dst:
-            bad = k
-            break
-        src[k] = s
-        dst[k] = d
-        in_ptr[d + 1] += 1
-        out_ptr[s + 1] += 1
+    bad = _copy_checked(edge_index, num_src, num_dst, src, dst, in_ptr[1:], out_ptr[1:], True)
     in_src = np.empty(edges if bad < 0 else 0, np.int64)
     in_eid = np.empty(edges if bad < 0 else 0, np.int64)
     out_dst = np.empty(edges if bad < 0 else 0, np.int64)

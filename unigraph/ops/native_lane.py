@@ -24,9 +24,10 @@ memoises on the graph) is ``scatter``. The graph's indices are checked intact fi
 every call checks them; autograd's saved-tensor versions guard them until the backward.
 
 Under ``auto``, a call small enough for the small-graph rule (``backends/small_graph.py``: CPU,
-numba, edges x width at most ``SMALL_WORK`` over torch's thread count) runs numba's COO kernel on the graph's edge
-list (``unigraph/ops/small_graph_lane.py``) before any decision is asked for: no CSR, no degree
-statistics (a graph that is new every batch needs neither); ``explain`` states the rule.
+numba, edges x width at most ``SMALL_WORK`` over torch's thread count) runs numba's COO kernel on
+the graph's edge list (``unigraph/ops/small_graph_lane.py``) before any decision is asked for: no
+CSR, no degree statistics (a graph that is new every batch needs neither); ``explain`` states the
+rule.
 
 Where those conditions hold but ``auto`` decided another backend (numba's CSR kernels on the
 CPU, for most graphs), the call goes straight to that backend's g-SpMM Function (``GSpMMSum``,

@@ -15,8 +15,9 @@ native lane keeps on the graph.
 
 The same function as every backend: each row's sum runs in edge order, whatever the thread count
 (the scatter backend's order; the CSR kernels add the same terms in the same order per row, four
-at a time), in the operand's dtype. The graph's index tensors are the ones it checked when it was built, read after its
-intactness check (``Graph._coo``); saved for the backward, their version counters guard them.
+at a time), in the operand's dtype. The graph's index tensors are the ones it checked when it was
+built, read after its intactness check (``Graph._coo``); saved for the backward, their version
+counters guard them.
 """
 from __future__ import annotations
 
@@ -38,13 +39,10 @@ def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int) ->
     out = torch.empty((num_dst, u.shape[1]), dtype=u.dtype)   # the kernel zeroes it
     coo = _coo_kernels()
     x = u.detach().contiguous().numpy()
+    weights = x.reshape(-1)[:0] if w is None else w.detach().contiguous().numpy()   # (not read without weights)
     with threads_for(src.shape[0] * u.shape[1]):   # torch's count at the call (1 below SERIAL_WORK)
-        bounds = coo.row_ranges(num_dst, current_threads())
-        if w is None:
-            coo.scatter_sum(bounds, src.numpy(), dst.numpy(), x, out.numpy())
-        else:
-            coo.scatter_weighted_sum(bounds, src.numpy(), dst.numpy(), w.detach().contiguous().numpy(), x,
-                                     out.numpy())
+        coo.scatter_sum(coo.row_ranges(num_dst, current_threads()), src.numpy(), dst.numpy(), weights,
+                        w is not None, x, out.numpy())
     return out
 
 
