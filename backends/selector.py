@@ -349,15 +349,18 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain_request(stats, request: Request, choice: str = "auto", source: str = "auto") -> Explanation:
+def explain_request(stats, request: Request, choice: str = "auto", source: str = "auto",
+                    fresh: bool = False) -> Explanation:
     """The decision for ``request`` on a graph with statistics ``stats`` under ``choice``
-    (what :func:`explain` prints; usable for a device this machine does not have)."""
+    (what :func:`explain` prints; usable for a device this machine does not have); ``fresh``: the
+    graph has no CSR yet (the small-graph rule's larger bound for its first calls)."""
     if choice == "auto":
         name, reason, candidates = _pick(stats, request)
         if small_graph.applies_to_request(stats.num_edges, request.kind, request.op, request.reduce,
-                                          request.feature_width, request.dtype, request.device, request.threads):
+                                          request.feature_width, request.dtype, request.device, request.threads,
+                                          fresh):
             # the native lane applies the rule before any estimate (unigraph/ops/native_lane.py)
-            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads)
+            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads, fresh)
             return Explanation(small_graph.BACKEND, f"{rule}; "
                                f"the cost model's pick otherwise: {name} ({reason})", "auto", request, stats,
                                candidates)
@@ -390,6 +393,10 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
 
     Given a message-passing layer instead of a graph, returns how its last propagate ran (fused
     or materialized, and why): the layer's own ``explain()``.
+
+    The statistics it reads build a CPU graph's CSRs where none exist yet: it explains the call as
+    it would have run before, and later calls on the graph are decided as on a graph whose CSRs
+    are built (the small-graph rule's larger bound for new graphs no longer applies to it).
     """
     if not hasattr(graph, "stats") and callable(getattr(graph, "explain", None)):  # a unigraph.nn layer
         return graph.explain()
@@ -413,8 +420,9 @@ def explain(graph, op: str = "copy_u", reduce: str | None = "sum", feat=64, *,
     if grad is None:
         grad = isinstance(feat, torch.Tensor) and differentiated(feat)
     name, source = current_choice(backend)
+    fresh = small_graph.is_fresh(graph)   # read before the statistics, which build the CSRs
     return explain_request(graph.stats(), Request(kind, op, reduce, width, dtype, device, bool(grad),
-                                                  torch.get_num_threads()), name, source)
+                                                  torch.get_num_threads()), name, source, fresh)
 
 
 # ---------------------------------------------------------------------- info

@@ -57,6 +57,7 @@ def no_small_graph_rule(monkeypatch):
     cost model and new graphs get their CSRs, for tests of those paths on small graphs."""
     from unigraph.backends import small_graph
     monkeypatch.setattr(small_graph, "SMALL_WORK", 0)
+    monkeypatch.setattr(small_graph, "FRESH_WORK", 0)
     monkeypatch.setattr(small_graph, "CSR_FREE_EDGES", -1)
 
 

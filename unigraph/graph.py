@@ -553,6 +553,15 @@ class Graph:
         """Whether :meth:`memo` already keeps a value under ``key`` (nothing is built)."""
         return key in self._cache
 
+    def tally(self, key: Any, add: int = 0) -> int:
+        """A count kept on this graph under ``key`` (a :meth:`memo` key), after adding ``add``
+        (0 reads it): how often something happened to this graph (the small-graph rule counts the
+        calls it takes on a graph with no CSR yet). Not kept while ``torch.compile`` traces."""
+        count = self._cache.get(key, 0) + add
+        if add and (not torch.compiler.is_compiling() or self._built_in_trace):
+            self._cache[key] = count
+        return count
+
     def memo(self, key: Any, build: Any) -> Any:
         """The value this graph keeps under ``key``, made by ``build()`` on the first call.
 

@@ -243,3 +243,18 @@ def self_loop_parts(src: Tensor, dst: Tensor, num_loops: int) -> tuple[Tensor, T
     kept = (~is_loop).nonzero().flatten()
     loop_slot = torch.where(is_loop, src, num_loops)
     return kept, loop_slot
+
+
+def self_looped_edges(src: Tensor, dst: Tensor, num_loops: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(new_src, new_dst, kept, loop_slot)``: the edges of :func:`self_loop_parts`'s ``kept``
+    followed by one loop ``i -> i`` per node ``i < num_loops``, in one kernel call where the
+    counting kernels run (``unigraph.kernels.cpu.csr.self_looped``), else by torch's ops (the
+    same tensors)."""
+    if _counting_runs(src, dst):
+        from unigraph.kernels.cpu.csr import self_looped
+        with torch.inference_mode(False):   # normal tensors: the looped graph guards their version counters
+            arrays = self_looped(src.detach().contiguous().numpy(), dst.detach().contiguous().numpy(), int(num_loops))
+            return tuple(torch.from_numpy(a) for a in arrays)
+    kept, loop_slot = self_loop_parts(src, dst, num_loops)
+    loops = torch.arange(num_loops, device=src.device)
+    return torch.cat([src[kept], loops]), torch.cat([dst[kept], loops]), kept, loop_slot

@@ -110,6 +110,7 @@ def test_a_layer_on_a_new_edge_index_builds_no_csr_and_matches_the_csr_path(lane
     grads = torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
     assert len(lane_calls) == 2   # the backward: the same kernel, roles swapped
     monkeypatch.setattr(small_graph, "SMALL_WORK", 0)
+    monkeypatch.setattr(small_graph, "FRESH_WORK", 0)
     monkeypatch.setattr(small_graph, "CSR_FREE_EDGES", -1)
     call_forms.clear_cache()
     again = conv(x, edge_index.clone())
@@ -122,6 +123,7 @@ def test_a_layer_on_a_new_edge_index_builds_no_csr_and_matches_the_csr_path(lane
 def test_the_bound_is_the_work_edges_times_width_over_the_thread_count(lane_calls, monkeypatch, threads):
     g = unigraph.Graph(torch.randint(0, 10, (2, 50), generator=torch.Generator().manual_seed(1)), num_nodes=10)
     monkeypatch.setattr(small_graph, "SMALL_WORK", 50 * 4 * threads)
+    monkeypatch.setattr(small_graph, "FRESH_WORK", 0)   # the kept bound alone (the new graphs' bound: below)
     at, past = torch.randn(10, 4), torch.randn(10, 5)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -198,6 +200,7 @@ def test_changes_between_calls_give_the_plain_paths_results(lane_calls):
     expanded upstream gradient, on one graph whose CSRs a wide call builds half way."""
     gen = torch.Generator().manual_seed(2)
     g = unigraph.Graph(torch.randint(0, 30, (2, 120), generator=gen), num_nodes=30)
+    g.stats()   # CSRs built: the kept bound (a graph without them: test_a_new_graphs_bound_...)
     wide = small_graph.work_bound() // 120 + 1
     for width, dtype in [(4, torch.float32), (wide, torch.float32), (4, torch.float64), (7, torch.float32)]:
         x = torch.randn(width, 30, dtype=dtype, generator=gen).t()   # non-contiguous
@@ -216,6 +219,72 @@ def test_changes_between_calls_give_the_plain_paths_results(lane_calls):
             torch.testing.assert_close(grad, plain_grad)
     assert {width for _, width, _ in lane_calls} == {4, 7}
     assert g.has_memo("in_csr")   # the wide calls built them; the narrow ones still take the rule
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_new_graphs_bound_holds_for_its_first_calls_then_the_cost_model_builds_its_csrs(lane_calls, monkeypatch,
+                                                                                        threads):
+    """A graph with no CSR takes calls up to FRESH_WORK (at any thread count) for its first
+    FRESH_CALLS of them, then goes by the cost model, which builds its CSRs; explain says which
+    bound applied; the values and gradients equal the scatter backend's throughout. A graph whose
+    CSRs exist gets the kept bound from its first call."""
+    gen = torch.Generator().manual_seed(3)
+    edge_index = torch.randint(0, 20, (2, 60), generator=gen)
+    monkeypatch.setattr(small_graph, "SMALL_WORK", 60 * 4 * threads)   # kept bound: width 4
+    monkeypatch.setattr(small_graph, "FRESH_WORK", 60 * 9)             # new graphs: up to width 9
+    monkeypatch.setattr(small_graph, "FRESH_CALLS", 3)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = unigraph.Graph(edge_index, num_nodes=20)
+        x = torch.randn(20, 8, generator=gen)
+        w = torch.rand(60, generator=gen, requires_grad=True)
+        assert "a graph with no CSR yet, in its first 3 calls" in small_graph.reason(60, 8, threads, fresh=True)
+        assert unigraph.explain(unigraph.Graph(edge_index, num_nodes=20), "copy_u", "sum", x).backend == "numba"
+        for call in range(5):
+            leaf = x.clone().requires_grad_()
+            out = ops.gspmm(g, "u_mul_e", "mean", leaf, w)
+            grads = torch.autograd.grad(out.square().sum(), (leaf, w))
+            plain_leaf = x.clone().requires_grad_()
+            plain = ops.gspmm(g, "u_mul_e", "mean", plain_leaf, w, backend="scatter")
+            torch.testing.assert_close(out, plain)
+            torch.testing.assert_close(grads, torch.autograd.grad(plain.square().sum(), (plain_leaf, w)))
+            taken = [c for c in lane_calls if c[1] == 8]
+            assert len(taken) == 2 * min(call + 1, 3)   # forward and backward, the first three calls
+            assert g.has_memo("in_csr") is (call >= 3)
+        assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x).reason
+        ops.gspmm(g, "copy_u", "sum", x[:, :4])   # within the kept bound: still the rule
+        assert lane_calls[-1] == (60, 4, False)
+        ops.gspmm(g, "copy_u", "sum", torch.randn(20, 10))   # past the new graphs' bound: never
+        assert lane_calls[-1] == (60, 4, False)
+        kept = unigraph.Graph(edge_index, num_nodes=20).prepare()
+        calls = len(lane_calls)
+        ops.gspmm(kept, "copy_u", "sum", x)
+        assert len(lane_calls) == calls
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_weights_gradient_equals_torchs_and_is_differentiable_again(lane_calls):
+    """The weights' gradient runs numba's per-edge dot where it need not be differentiated, and
+    torch's index ops where it must be (double backward): both equal the plain formula."""
+    gen = torch.Generator().manual_seed(4)
+    g = unigraph.Graph(torch.randint(0, 25, (2, 90), generator=gen), num_nodes=25)
+    for width in (0, 1, 6):
+        x = torch.randn(25, width, generator=gen, dtype=torch.float64, requires_grad=True)
+        w = torch.rand(90, generator=gen, dtype=torch.float64, requires_grad=True)
+        upstream = torch.randn(25, width, generator=gen, dtype=torch.float64)
+        out = ops.gspmm(g, "u_mul_e", "sum", x, w)
+        (grad_w,) = torch.autograd.grad(out, w, upstream)
+        expected = (upstream[g.dst] * x.detach()[g.src]).sum(1)
+        torch.testing.assert_close(grad_w, expected)
+        out = ops.gspmm(g, "u_mul_e", "sum", x, w)
+        (grad_w,) = torch.autograd.grad(out, w, upstream, create_graph=True)
+        torch.testing.assert_close(grad_w, expected)
+        if width:
+            (second,) = torch.autograd.grad(grad_w.sum(), x)
+            torch.testing.assert_close(second, torch.zeros_like(x).index_add_(0, g.src, upstream[g.dst]))
+    assert lane_calls
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -24,7 +24,8 @@ memoises on the graph) is ``scatter``. The graph's indices are checked intact fi
 every call checks them; autograd's saved-tensor versions guard them until the backward.
 
 Under ``auto``, a call small enough for the small-graph rule (``backends/small_graph.py``: CPU,
-numba, edges x width at most ``SMALL_WORK`` over torch's thread count) runs numba's COO kernel on
+numba, edges x width at most ``SMALL_WORK`` over torch's thread count, or ``FRESH_WORK`` on a graph
+with no CSR yet for its first few calls) runs numba's COO kernel on
 the graph's edge list (``unigraph/ops/small_graph_lane.py``) before any decision is asked for: no
 CSR, no degree statistics (a graph that is new every batch needs neither); ``explain`` states the
 rule.
@@ -79,7 +80,7 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     grad = differentiated(u, e)
     src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     choice, _ = selector.current_choice(explicit)
-    if choice == "auto" and small_graph.applies(g.num_edges, u.shape[1], u.device):
+    if choice == "auto" and small_graph.takes(g, u.shape[1], u.device):
         out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), g.num_dst_nodes, grad)
         return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
     decided = _auto_choice(g, op, reduce, u, grad) if choice == "auto" else None

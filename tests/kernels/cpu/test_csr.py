@@ -136,3 +136,24 @@ def test_the_one_pass_graph_owns_normal_tensors_under_inference_mode_and_falls_b
     assert not Graph._with_formats(edge_index.int(), 3, 3, False).has_memo("in_csr")   # int32: the plain path
     monkeypatch.setattr(structure, "_numba_csr", lambda: False)
     assert not Graph._with_formats(edge_index, 3, 3, False).has_memo("in_csr")          # no numba: the plain path
+
+
+@pytest.mark.parametrize("num_src,num_edges,num_dst", CASES + [(6, 40, 6)])
+def test_the_self_looped_edge_list_in_one_call_equals_torchs(num_src, num_edges, num_dst):
+    """``structure.self_looped_edges``'s kernel: the non-loop edges in order, then one loop per node
+    below ``min(num_src, num_dst)``; ``kept`` and ``loop_slot`` as ``self_loop_parts`` gives them
+    (graphs with several loops on a node, only loops, bipartite sizes, no edges)."""
+    gen = torch.Generator().manual_seed(num_src * 3 + num_edges)
+    src = torch.randint(0, max(num_src, 1), (num_edges,), generator=gen)
+    dst = torch.randint(0, max(num_dst, 1), (num_edges,), generator=gen)
+    if num_edges:
+        dst[::3] = src[::3].clamp(max=max(num_dst - 1, 0))   # loops, several per node
+    num_loops = min(num_src, num_dst)
+    got = structure.self_looped_edges(src, dst, num_loops)
+    kept, loop_slot = structure.self_loop_parts(src, dst, num_loops)
+    loops = torch.arange(num_loops)
+    expected = (torch.cat([src[kept], loops]), torch.cat([dst[kept], loops]), kept, loop_slot)
+    for a, b in zip(got, expected):
+        assert a.dtype == torch.int64 and torch.equal(a, b)
+    with torch.inference_mode():
+        assert not any(t.is_inference() for t in structure.self_looped_edges(src, dst, num_loops))
