@@ -106,3 +106,31 @@ def test_gcn_matches_dgl_graphconv_on_a_symmetric_graph(in_channels, dgl):
     assert_same_as_peer(lambda x: ours(x, edge_index), lambda x: theirs(looped, x),
                         torch.randn(N, in_channels, dtype=torch.float64),
                         [(ours.lin.weight, lambda: theirs.weight.grad.t()), (ours.bias, theirs.bias)])
+
+
+def test_a_new_edge_index_past_the_kept_bound_takes_the_new_graphs_path_and_equals_the_csr_path(monkeypatch):
+    """GCNConv given a new edge_index whose self-looped aggregation is past the small-graph rule's
+    kept bound but within the new graphs' bound: its self-looped graph (one kernel call) gets no
+    CSR, and the output and every gradient equal the same layer's with the rule off (CSR kernels)."""
+    pytest.importorskip("numba")
+    from unigraph.backends import small_graph
+    from unigraph.nn import call_forms
+    from unigraph.self_loops import with_self_loops
+    gen = torch.Generator().manual_seed(5)
+    edge_index = torch.randint(0, 60, (2, 400), generator=gen)
+    edge_index[:, ::7] = edge_index[0, ::7]   # existing self-loops, dropped and replaced
+    x = torch.randn(60, 6, generator=gen, requires_grad=True)
+    conv = U.GCNConv(6, 5)
+    monkeypatch.setattr(small_graph, "SMALL_WORK", 1)   # past the kept bound at any width
+    call_forms.clear_cache()
+    out = conv(x, edge_index)
+    grads = torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
+    looped = with_self_loops(call_forms.resolve("t", x, edge_index).graph).graph
+    assert not looped.has_memo("in_csr") and not looped.has_memo("stats")
+    monkeypatch.setattr(small_graph, "FRESH_WORK", 0)
+    call_forms.clear_cache()
+    second = edge_index.clone()
+    again = conv(x, second)
+    assert with_self_loops(call_forms.resolve("t", x, second).graph).graph.has_memo("in_csr")
+    torch.testing.assert_close(out, again)
+    torch.testing.assert_close(grads, torch.autograd.grad(again.square().sum(), [x, *conv.parameters()]))
