@@ -103,12 +103,9 @@ def applies(num_edges: int, width: int, device: torch.device, threads: int | Non
 def takes(g, width: int, device: torch.device) -> bool:
     """:func:`applies` for a call on graph ``g`` (a ``unigraph.Graph``) now, counting on ``g`` a
     call that only the fresh bound admits."""
-    work, kept_bound = g.num_edges * max(width, 1), work_bound()
-    if device.type != "cpu" or work > max(kept_bound, FRESH_WORK) or not _numba_ok():
-        return False
-    if work <= kept_bound:
+    if applies(g.num_edges, width, device):
         return True
-    if not is_fresh(g):
+    if not (is_fresh(g) and applies(g.num_edges, width, device, fresh=True)):
         return False
     g.tally(_FRESH_KEY, 1)
     return True

@@ -16,7 +16,7 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from unigraph.structure import self_looped_edges
+from unigraph.structure import loops_appended, self_looped_edges
 from unigraph.traced_structure import traced_self_loop_parts
 
 _CACHE_KEY = ("unigraph", "self_loops")
@@ -61,8 +61,7 @@ def _build(g) -> SelfLooped:
         # inside a trace (a graph built there, PyG's conv(x, edge_index)): one custom operator, whose
         # output size (how many edges are not loops) is data
         kept, loop_slot = traced_self_loop_parts(src, dst, num_loops)
-        loops = torch.arange(num_loops, device=g.device)
-        new_src, new_dst = torch.cat([src[kept], loops]), torch.cat([dst[kept], loops])
+        new_src, new_dst = loops_appended(src, dst, kept, num_loops)
     else:
         new_src, new_dst, kept, loop_slot = self_looped_edges(src, dst, num_loops)
     graph = type(g)._trusted(new_src, new_dst, g._num_src, g._num_dst, g.is_bipartite)  # valid by construction

@@ -256,5 +256,11 @@ def self_looped_edges(src: Tensor, dst: Tensor, num_loops: int) -> tuple[Tensor,
             arrays = self_looped(src.detach().contiguous().numpy(), dst.detach().contiguous().numpy(), int(num_loops))
             return tuple(torch.from_numpy(a) for a in arrays)
     kept, loop_slot = self_loop_parts(src, dst, num_loops)
+    return (*loops_appended(src, dst, kept, num_loops), kept, loop_slot)
+
+
+def loops_appended(src: Tensor, dst: Tensor, kept: Tensor, num_loops: int) -> tuple[Tensor, Tensor]:
+    """``(new_src, new_dst)``: the edges ``kept`` (ids, in order), then one loop ``i -> i`` per node
+    ``i < num_loops`` (torch's ops: also inside a ``torch.compile`` trace)."""
     loops = torch.arange(num_loops, device=src.device)
-    return torch.cat([src[kept], loops]), torch.cat([dst[kept], loops]), kept, loop_slot
+    return torch.cat([src[kept], loops]), torch.cat([dst[kept], loops])

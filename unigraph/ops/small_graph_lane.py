@@ -22,6 +22,8 @@ counters guard them.
 """
 from __future__ import annotations
 
+import importlib
+
 import torch
 from torch import Tensor
 
@@ -39,7 +41,7 @@ def aggregate(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: in
 
 def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int) -> Tensor:
     out = alloc.empty((num_dst, u.shape[1]), u.dtype)   # the kernel zeroes every row
-    coo = _coo_kernels()
+    coo = _kernels("coo")
     x = u.detach().contiguous().numpy()
     weights = x.reshape(-1)[:0] if w is None else w.detach().contiguous().numpy()   # (not read without weights)
     with threads_for(src.shape[0] * u.shape[1]):   # torch's count at the call (1 below SERIAL_WORK)
@@ -48,23 +50,17 @@ def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int) ->
     return out
 
 
-def _coo_kernels():
-    """The kernel module, imported on first use (importing numba costs ~0.5 s) and kept: kernels
-    are read from it at each call (a forked child rebinds them to their serial twins)."""
-    global _COO
-    if _COO is None:
-        from unigraph.kernels.cpu import coo
-        _COO = coo
-    return _COO
+def _kernels(name: str):
+    """The kernel module ``unigraph.kernels.cpu.<name>``, imported on first use (importing numba
+    costs ~0.5 s) and kept: kernels are read from it at each call (a forked child rebinds them to
+    their serial twins)."""
+    module = _MODULES.get(name)
+    if module is None:
+        module = _MODULES[name] = importlib.import_module(f"unigraph.kernels.cpu.{name}")
+    return module
 
 
-def _sddmm_kernels():
-    """The per-edge kernels' module, imported on first use (as :func:`_coo_kernels`)."""
-    from unigraph.kernels.cpu import sddmm
-    return sddmm
-
-
-_COO = None
+_MODULES: dict = {}
 
 
 class CooSum(torch.autograd.Function):
@@ -99,8 +95,7 @@ def _edge_dots(rows_a: Tensor, rows_b: Tensor, a: Tensor, b: Tensor) -> Tensor:
     if width == 0:
         return a.new_zeros(edges)
     out = alloc.empty((edges, 1), a.dtype)
-    sddmm = _sddmm_kernels()
     with threads_for(edges * width):
-        sddmm.dot_same_shape(rows_a.numpy(), rows_b.numpy(), a.detach().contiguous().numpy()[:, None, :],
-                             b.detach().to(a.dtype).contiguous().numpy()[:, None, :], out.numpy())
+        _kernels("sddmm").dot_same_shape(rows_a.numpy(), rows_b.numpy(), a.detach().contiguous().numpy()[:, None, :],
+                                         b.detach().contiguous().numpy()[:, None, :], out.numpy())
     return out.view(edges)
