@@ -31,6 +31,24 @@ if sys.argv[3] == "read":
     print(open("/proc/self/smaps_rollup").read().split("Pss_Shmem:")[1].split()[0])
 elif sys.argv[3] == "write":
     block.arrays["ids"][0] = 99
+elif sys.argv[3] == "release":   # fill x, drop the pages from this process, read them back
+    def shmem_kib():
+        return int(open("/proc/self/status").read().split("RssShmem:")[1].split()[0])
+    before = shmem_kib()
+    block.arrays["x"][:] = 2.0
+    filled = shmem_kib()
+    block.release_pages()
+    released = shmem_kib()
+    print(before, filled, released, float(block.arrays["x"].sum()), shmem_kib())
+elif sys.argv[3] == "take":      # random rows, read in chunks of 64 KiB of mapped pages
+    import numpy as np
+    def shmem_kib():
+        return int(open("/proc/self/status").read().split("RssShmem:")[1].split()[0])
+    before = shmem_kib()
+    rows = np.random.default_rng(0).integers(0, 1024, 3000)
+    taken = block.take("x", rows, mapped_bytes=64 << 10)
+    empty = block.take("x", rows[:0])
+    print(int((taken == rows[:, None]).all()), taken.shape[0], empty.shape, shmem_kib() - before)
 """
 
 
@@ -52,6 +70,37 @@ def test_another_process_maps_the_same_pages_without_a_copy():
         assert 400 <= int(pss_shmem_kib) <= 700
         assert attach_in_child(block.describe(), "rw", "write").returncode == 0
         assert block.arrays["ids"][0] == 99                          # a writable mapping writes the same memory
+    finally:
+        block.close()
+
+
+def test_released_pages_leave_the_rss_and_keep_their_data():
+    block = SharedArrays.create({"x": (np.float32, (1024, 1024)), "ids": (np.int64, (3,))})   # x: 4 MiB
+    try:
+        child = attach_in_child(block.describe(), "rw", "release")
+        assert child.returncode == 0, child.stderr
+        before, filled, released, total, reread = (float(v) for v in child.stdout.split())
+        assert filled - before >= 4000 and released - before < 200      # KiB: the 4 MiB came and went
+        assert total == 2.0 * 1024 * 1024 and reread - before >= 4000    # the child's writes survived it
+        assert float(block.arrays["x"].sum()) == 2.0 * 1024 * 1024     # and reach the creator
+        block.release_pages()                                            # the creator's own mapping too
+        assert float(block.arrays["x"].sum()) == 2.0 * 1024 * 1024
+        SharedArrays.create({"none": (np.int32, (0,))}).release_pages()  # an empty block: nothing to do
+    finally:
+        block.close()
+
+
+def test_taken_rows_are_copies_whose_pages_leave_the_rss():
+    block = SharedArrays.create({"ids": (np.int64, (5,)), "x": (np.float32, (1024, 1024))})   # x at an offset
+    try:
+        block.arrays["x"][:] = np.arange(1024, dtype=np.float32)[:, None]
+        child = attach_in_child(block.describe(), "ro", "take")
+        assert child.returncode == 0, child.stderr
+        equal, count, empty, grown_kib = child.stdout.split(maxsplit=3)[:3] + [child.stdout.split()[-1]]
+        assert equal == "1" and count == "3000" and empty.startswith("(0")
+        assert int(grown_kib) < 200                  # 3000 rows of 4 KiB read: none of their pages kept
+        block.release_rows("x", 0, 512)              # the creator's own mapping: the data stays
+        assert float(block.arrays["x"][511, 0]) == 511.0 and block.arrays["ids"].tolist() == [0] * 5
     finally:
         block.close()
 

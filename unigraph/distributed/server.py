@@ -215,8 +215,10 @@ def attach(description: dict, info: fmt.PartitionSetInfo, layout: JobLayout) -> 
     return local, FeatureCache(cache["ids"], cache["rows"])
 
 
-def attach_table(description) -> np.ndarray:
-    """A table made by :meth:`GraphServer.table`, mapped writable (the trainers fill it)."""
+def attach_table(description) -> tuple[np.ndarray, SharedArrays | None]:
+    """A table made by :meth:`GraphServer.table`, mapped writable (the trainers fill it), and its
+    shared block (``None`` for an in-process server's array) to :meth:`~SharedArrays.release_pages`."""
     if isinstance(description, np.ndarray):
-        return description
-    return SharedArrays.attach(description, writable=True).arrays["rows"]
+        return description, None
+    block = SharedArrays.attach(description, writable=True)
+    return block.arrays["rows"], block

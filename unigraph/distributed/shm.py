@@ -27,6 +27,10 @@ import warnings
 import numpy as np
 
 ALIGN = 64
+TAKE_MAPPED_BYTES = 8 << 20  # SharedArrays.take: the most of a block a read keeps mapped at a time
+# A read fault on a shared file page maps the cached pages around it too, up to this aligned window
+# (Linux's fault_around_bytes, 64 KiB by default): a random row's read costs a window of RSS
+FAULT_AROUND = 64 << 10
 
 
 def _align(offset: int) -> int:
@@ -60,6 +64,7 @@ class SharedArrays:
         self._map = mmap.mmap(fd, length, flags=mmap.MAP_SHARED,
                               prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
         self.arrays = {}
+        self._offsets = {name: offset for name, _, _, offset in layout}
         for name, dtype, shape, offset in layout:
             count = int(np.prod(shape, dtype=np.int64))
             self.arrays[name] = np.frombuffer(self._map, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
@@ -110,6 +115,50 @@ class SharedArrays:
     def tensors(self) -> dict:
         """torch tensors over the same memory (no copy)."""
         return tensors_of(self.arrays)
+
+    def release_pages(self, start: int = 0, stop: int | None = None) -> None:
+        """Unmap this process's pages of the block, keeping the mapping and the data: the pages stay
+        in the machine's memory file (written rows included: the mapping is shared) and the next
+        access maps them again (a minor fault per page). A process that reads or fills a large block
+        a batch at a time (the layer-wise inference tables) calls it after each batch, so that its
+        RSS counts one batch's pages of the block, not every page it ever touched; the machine's
+        memory is unchanged (its one copy is counted in the machine's PSS). ``start``/``stop``:
+        a byte range of the block, by default all of it, widened by a :data:`FAULT_AROUND` window
+        on each side (the pages a fault in the range may have mapped: the windows are aligned in
+        the address space, which the block's mapping need not be)."""
+        stop = self.size if stop is None else min(stop + FAULT_AROUND, self.size)
+        start = max(0, start - FAULT_AROUND)
+        start -= start % mmap.PAGESIZE
+        if stop > start:
+            self._map.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+    def take(self, name: str, rows: np.ndarray, mapped_bytes: int = TAKE_MAPPED_BYTES) -> np.ndarray:
+        """A copy of array ``name``'s ``rows`` (first axis) that leaves none of the block's pages
+        in this process's RSS, and maps at most ``mapped_bytes`` of them at any time: a random
+        row's read maps a window of pages (:data:`FAULT_AROUND`: a 512-byte row costs 64 KiB of
+        RSS while mapped), so rows are read in sorted chunks, each chunk's windows unmapped
+        (:meth:`release_pages`) once copied."""
+        array = self.arrays[name]
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((rows.size,) + array.shape[1:], dtype=array.dtype)
+        if rows.size == 0:
+            return out
+        row_bytes = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        per_chunk = max(1, mapped_bytes // ((row_bytes // FAULT_AROUND + 2) * FAULT_AROUND))  # windows a row may map
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        for start in range(0, rows.size, per_chunk):
+            chunk = ordered[start:start + per_chunk]
+            out[order[start:start + per_chunk]] = array[chunk]
+            self.release_rows(name, int(chunk[0]), int(chunk[-1]) + 1)
+        return out
+
+    def release_rows(self, name: str, start: int, stop: int) -> None:
+        """:meth:`release_pages` of rows ``start:stop`` (first axis) of array ``name``."""
+        array = self.arrays[name]
+        row_bytes = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        base = self._offsets[name]
+        self.release_pages(base + start * row_bytes, base + stop * row_bytes)
 
     def close(self) -> None:
         """Drop this process's mapping (views made from it must not be used afterwards) and, for

@@ -49,6 +49,7 @@ from unigraph.distributed.loader import DistNodeLoader, batch_sizes, equal_num_b
 from unigraph.distributed.peers import control, wait
 from unigraph.distributed.sampler import DistNeighborSampler
 from unigraph.distributed.server import attach_table
+from unigraph.distributed.shm import SharedArrays
 from unigraph.distributed.store import DistFeatureStore, DistGraph, rows_in_order
 from unigraph.storage.mapped import memory_status
 from unigraph.train.config import ALL_NEIGHBOURS, TrainConfig, check_fanouts
@@ -116,6 +117,7 @@ class PartitionedSource:
         self.local = graph.local
         self.ids: dict[int, torch.Tensor] = {}
         self.tables: dict[int, torch.Tensor] = {}
+        self.blocks: dict[int, SharedArrays] = {}
         self.round = 0
 
     def in_degrees(self, nodes: torch.Tensor) -> torch.Tensor:
@@ -141,8 +143,10 @@ class PartitionedSource:
         return targets
 
     def prepare(self, widths: list[int], dtype: torch.dtype) -> None:
-        self.tables = {layer + 1: torch.from_numpy(self.machine_tables.open(layer + 1, width, numpy_dtype(dtype)))
-                       for layer, width in enumerate(widths)}
+        opened = {layer + 1: self.machine_tables.open(layer + 1, width, numpy_dtype(dtype))
+                  for layer, width in enumerate(widths)}
+        self.tables = {layer: torch.from_numpy(array) for layer, (array, _) in opened.items()}
+        self.blocks = {layer: block for layer, (_, block) in opened.items() if block is not None}
         for layer, table in self.tables.items():
             if table.shape[0] != self.ids[layer].numel():
                 raise RuntimeError(f"table {layer} of machine {self.graph.machine} holds {table.shape[0]} rows, the plan "
@@ -154,12 +158,25 @@ class PartitionedSource:
         table = self.tables[layer]
         here, others = self.graph.split(ids)
         remote = [(where, owner, self.graph.peers.request(owner, "hidden", ids[where], layer)) for where, owner in others]
-        pieces = [] if here is None else [(here, table[table_rows(self.ids[layer], ids[here], f"table {layer}")])]
+        pieces = [] if here is None else [(here, self._read(layer, table_rows(self.ids[layer], ids[here],
+                                                                              f"table {layer}")))]
         pieces += [(where, wait(future, owner, "hidden")) for where, owner, future in remote]
         return rows_in_order(ids.numel(), pieces, table)
 
     def store(self, layer: int, dst: torch.Tensor, rows: torch.Tensor) -> None:
-        self.tables[layer][table_rows(self.ids[layer], dst, f"table {layer}")] = rows
+        positions = table_rows(self.ids[layer], dst, f"table {layer}")
+        self.tables[layer][positions] = rows
+        if layer in self.blocks and positions.numel():  # (a batch's rows: a few contiguous pages)
+            self.blocks[layer].release_rows("rows", int(positions.min()), int(positions.max()) + 1)
+
+    def _read(self, layer: int, positions: torch.Tensor) -> torch.Tensor:
+        """Rows of the machine's table ``layer``, read so that its pages leave this trainer's RSS
+        (:meth:`~unigraph.distributed.shm.SharedArrays.take`; the rows stay in the machine's one
+        copy): the trainer's peak is its training peak plus a bounded read, not plus a page per
+        row of the table it ever read or wrote."""
+        if layer not in self.blocks:
+            return self.tables[layer][positions]
+        return torch.from_numpy(self.blocks[layer].take("rows", positions.numpy()))
 
     def synchronize(self, layer: int) -> None:
         self.barrier()
@@ -180,6 +197,7 @@ class MachineTables:
         return self._call("needed", slot)
 
     def open(self, slot: int, width: int, dtype: str):
+        """``(rows, shared block or None)``: see :func:`~unigraph.distributed.server.attach_table`."""
         return attach_table(self._call("table", slot, width, dtype))
 
 
