@@ -202,3 +202,96 @@ def test_aggregate_replaced_after_the_first_call(where):
         else:
             del layer.aggregate
     torch.testing.assert_close(layer(g, x), before, rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- a pure message returning x_j
+class Optional(MessagePassing):
+    """A message that reads only its arguments and returns ``x_j`` unchanged when ``w`` is None."""
+
+    def forward(self, g, x, **kwargs):
+        return self.propagate(g, x=x, **kwargs)
+
+    def message(self, x_j, w=None):
+        return x_j if w is None else w.view(-1, 1) * x_j
+
+
+def _returned(layer) -> bool:
+    return any(layer._returned_inputs.values())
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean", "max"])
+def test_a_message_returning_x_j_takes_the_copy_path_and_equals_the_plain_path(aggr):
+    layer, g, x = Optional(aggr=aggr), _graph(), _features(7)
+    w = torch.rand(g.num_edges, dtype=torch.float64)
+    for kwargs, calls in (({"w": None}, f"gspmm copy_u {aggr}"), ({"w": w}, f"gspmm u_mul_e {aggr}"), ({}, None)):
+        _assert_plain(layer, g, x, **kwargs)   # without weights, with, then without again
+        layer(g, x, **kwargs)
+        assert layer.explain().primitive_calls() == [calls or f"gspmm copy_u {aggr}"]
+    assert _returned(layer)
+
+
+def test_the_returned_copy_plan_is_the_fused_paths_plan():
+    g, x = _graph(), _features(7)
+    fast, slow = Optional(), Optional()
+    slow._returned_copy = lambda *args: None   # the trace and the interpreter
+    torch.testing.assert_close(fast(g, x, w=None), slow(g, x, w=None), rtol=0, atol=0)
+    assert str(fast.explain()) == str(slow.explain()) and fast.explain().fused
+
+
+def test_graph_conv_without_weights_takes_the_copy_path():
+    torch.manual_seed(0)
+    from unigraph.nn import GraphConv
+    conv = GraphConv(3, 2, aggr="mean").double()
+    g, x = _graph(), _features(7)
+    edge_index = torch.stack([g.src, g.dst])
+    params = [x] + list(conv.parameters())
+    for weight in (None, torch.rand(g.num_edges, dtype=torch.float64), None):
+        fast = conv(x, edge_index, weight)
+        fast_grads = torch.autograd.grad(fast.square().sum(), params)
+        conv.fuse = False
+        plain = conv(x, edge_index, weight)
+        plain_grads = torch.autograd.grad(plain.square().sum(), params)
+        conv.fuse = True
+        torch.testing.assert_close(fast, plain, rtol=0, atol=1e-12)
+        for a, b in zip(fast_grads, plain_grads):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    assert _returned(conv)
+
+
+def test_messages_that_compute_or_write_in_place_do_not_take_it():
+    class Doubled(Optional):
+        def message(self, x_j, w=None):
+            return x_j * 2
+
+    class InPlace(Optional):
+        def message(self, x_j, w=None):
+            x_j.mul_(2)
+            return x_j
+
+    class Other(Optional):   # returns its destination input: not a copy of a source row
+        def message(self, x_i, x_j):
+            return x_i
+
+    g, x = _graph(), _features(7)
+    for layer in (Doubled(), InPlace(), Other()):
+        _assert_plain(layer, g, x)
+        assert not _returned(layer)
+    integer = torch.arange(7).view(7, 1)   # not the copy path: refused as with fuse=False
+    for layer in (Optional(), Optional(fuse=False)):
+        with pytest.raises(TypeError, match="floating-point"):
+            layer(g, integer)
+
+
+def test_a_message_changed_between_calls_leaves_the_copy_path():
+    layer, g, x = Optional(), _graph(), _features(7)
+    before = layer(g, x).detach()
+    assert _returned(layer)
+    layer.message = lambda x_j, w=None: 3 * x_j
+    torch.testing.assert_close(layer(g, x), 3 * before, rtol=0, atol=1e-12)
+    assert not _returned(layer)
+    del layer.message
+    _assert_plain(layer, g, x)
+    assert _returned(layer)
+    for other in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        _assert_plain(other, g, x)
+        assert _returned(other)

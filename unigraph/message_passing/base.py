@@ -71,7 +71,7 @@ from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
 from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, oriented, pyg_settings
 from unigraph.message_passing.tracing import (
-    CONST, E, TRACE_ERRORS, U, V, Traced, random_state, restore_random_state, trace)
+    CONST, E, TRACE_ERRORS, U, V, Ref, Traced, random_state, restore_random_state, trace)
 
 AGGR_ALIASES = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
 _SPECIAL_INPUTS = ("index", "edge_index_i", "edge_index_j", "size_i", "size_j", "dim_size")
@@ -132,7 +132,7 @@ class MessagePassing(torch.nn.Module):
     # pickling (torch.save of a whole model, copy.deepcopy): what was read of the hooks holds code
     # objects and traces, which pickle cannot hold; it is derived state, read again on loading
     _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_pure_message", "_pure_traces",
-                "_last_plan", "_copies_x", "_copy_plans")
+                "_last_plan", "_copies_x", "_copy_plans", "_returned_inputs")
 
     def __getstate__(self) -> dict:
         return {key: value for key, value in self.__dict__.items() if key not in self._DERIVED}
@@ -177,7 +177,11 @@ class MessagePassing(torch.nn.Module):
         if torch.compiler.is_compiling():
             out = self._compiled_propagate(g, inputs)
         else:
-            out = self._traced_propagate(g, inputs) if self.fuse else None
+            out = None
+            if self.fuse:
+                out = self._returned_copy(g, inputs, who)
+                if out is None:
+                    out = self._traced_propagate(g, inputs)
             if out is None:
                 out = self._eager_propagate(g, inputs)
         return self.update(out, **self._update_inputs(g, kwargs))
@@ -204,13 +208,40 @@ class MessagePassing(torch.nn.Module):
         check_node_dim(self.node_dim, x, "x", who)
         _source_only(g, x, "x")
         out = ops.gspmm(g, "copy_u", self.aggr, u=x)
-        plan = self._copy_plans.get(self.aggr)
+        self._copy_plan(self.aggr, [("x_j", U, x)], who)
+        return out
+
+    def _copy_plan(self, key: Any, inputs: list[tuple[str, str, Any]], who: str) -> None:
+        """Record the plan of a ``copy_u`` path (the fused path's for these inputs), cached under ``key``."""
+        plan = self._copy_plans.get(key)
         if plan is None:
-            traced = self._trace([("x_j", U, x)])
-            plan = MessagePlan.from_record(f"{who}.message", traced, Record(steps=[("gspmm", "copy_u", self.aggr)]))
-            self._copy_plans[self.aggr] = plan
+            plan = self._copy_plans[key] = MessagePlan.from_record(
+                f"{who}.message", self._trace(inputs), Record(steps=[("gspmm", "copy_u", self.aggr)]))
         if self._last_plan is not plan:  # (nn.Module's __setattr__ costs a few us a call)
             self._last_plan = plan
+
+    def _returned_copy(self, g: Graph, inputs: list[tuple[str, str, Any]], who: str) -> Tensor | None:
+        """A message that reads only its arguments and, for these inputs' structure, returns one of
+        its source-node inputs unchanged (GraphConv's ``x_j if edge_weight is None else ...``
+        without weights): the fused path's one ``copy_u`` g-SpMM, without the interpreter and the
+        random-state capture (its cached trace has no call, so nothing to draw or refuse). None
+        otherwise. The trace is the one the fused path uses, cached under the same key (a function
+        of the structure alone: :mod:`.purity`); the plan is the fused path's."""
+        if not self._pure_message or _overrides(self, "aggregate"):
+            return None
+        key = _structure_key(inputs)
+        if key is None:
+            return None
+        found = self._returned_inputs.get(key)
+        if found is None:
+            found = self._returned_inputs[key] = _returned_input(self._trace(inputs))
+        if not found:
+            return None
+        x = next((value for name, _, value in inputs if name == found), None)
+        if not (isinstance(x, Tensor) and x.is_floating_point()):
+            return None  # (gspmm refuses it: the fused path falls back to the eager path, which says why)
+        out = ops.gspmm(g, "copy_u", self.aggr, u=x)
+        self._copy_plan((key, self.aggr), inputs, who)
         return out
 
     # ------------------------------------------------------------------ inputs
@@ -273,7 +304,9 @@ class MessagePassing(torch.nn.Module):
         # the default message, update and aggregate: propagate's copy_u path (_copy_propagate)
         self._copies_x = (_is_default(message, "message", self) and _is_default(self.update, "update", self)
                           and not _overrides(self, "aggregate"))
-        self._copy_plans: dict[str, MessagePlan] = {}  # aggr -> the plan of that path
+        self._copy_plans: dict[Any, MessagePlan] = {}  # aggr (or structure key, aggr) -> the plan of a copy path
+        # structure key -> the source-node input a pure message returns unchanged, or "" (_returned_copy)
+        self._returned_inputs: dict[tuple, str] = {}
 
     def _trace(self, inputs: list[tuple[str, str, Any]]) -> Traced | str:
         """A trace of ``message`` for these inputs, or why tracing stopped. Fresh on every call,
@@ -368,6 +401,17 @@ def _trace_message(message, inputs: list[tuple[str, str, Any]]) -> Traced | str:
         return trace(call)
     except (*TRACE_ERRORS, ArithmeticError) as err:  # the eager path raises it again where it is genuine
         return f"tracing message() stopped: {type(err).__name__}: {err}"
+
+
+def _returned_input(traced: Traced | str) -> str:
+    """The name of the source-node input a trace returns unchanged (no call at all), or ""."""
+    if not isinstance(traced, Traced) or not isinstance(traced.output, Ref) or \
+            any(ins.op != "placeholder" for ins in traced.program):   # (an in-place call included)
+        return ""
+    returned = traced.program[traced.output.index]
+    if returned.op != "placeholder" or returned.domain != U:
+        return ""
+    return returned.target
 
 
 def _structure_key(inputs: list[tuple[str, str, Any]]) -> tuple | None:
