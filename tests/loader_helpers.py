@@ -80,6 +80,9 @@ def serve_forever(kind: str) -> None:
       batches: they stay blocked in the middle of a write.
     """
     faulthandler.register(signal.SIGUSR1, all_threads=True)   # a test that waits too long asks where we are
+    # Ctrl-C as a program in a terminal has it, also where the test runner was started with SIGINT
+    # ignored (a background job of a shell: its children inherit the ignoring)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     graph = rmat(200, 2000, seed=1)
     sampler = SlowSampler([2]) if kind == "waiting" else BigBatchSampler([2])
     loader = NodeLoader(graph, torch.arange(200), sampler, batch_size=16, num_workers=2, timeout=120)

@@ -6,6 +6,9 @@ import multiprocessing
 import os
 import signal
 import struct
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -78,3 +81,35 @@ def test_exits_are_described_in_words():
     assert describe_exit(-signal.SIGKILL).startswith("was killed by signal 9 (SIGKILL, as the kernel's out-of-memory")
     assert describe_exit(-signal.SIGTERM) == "was killed by signal 15 (SIGTERM)"
     assert describe_exit(None) == "is still running"
+
+
+# the main thread blocks SIGINT, so the kernel gives it to the other thread: the main thread's wait
+# is not interrupted, and only the next Python it runs raises the KeyboardInterrupt
+_CTRL_C_ELSEWHERE = """
+import multiprocessing, signal, sys, threading, time
+from unigraph.procs import Channel, wait_any
+signal.signal(signal.SIGINT, signal.default_int_handler)   # (a runner started as a background job ignores it)
+other = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+other.start()                                       # made before the mask: SIGINT stays open for it
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+ours, theirs = multiprocessing.get_context("spawn").Pipe(duplex=True)
+print("waiting", flush=True)
+began = time.monotonic()
+try:
+    wait_any([Channel(ours)], [], timeout=30)
+except KeyboardInterrupt:
+    print(f"interrupted {time.monotonic() - began:.2f}", flush=True)
+"""
+
+
+def test_ctrl_c_given_to_another_thread_ends_the_wait_within_a_slice():
+    child = subprocess.Popen([sys.executable, "-c", _CTRL_C_ELSEWHERE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        time.sleep(0.5)
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=20)
+        assert out.startswith("interrupted"), out
+        assert float(out.split()[1]) < 2.0     # 30 s (the whole timeout) before the waits were sliced
+    finally:
+        child.kill()

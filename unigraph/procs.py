@@ -156,12 +156,23 @@ class Channel:
         self.closed = True
 
 
+# A signal the kernel hands to another thread of the process (numba's, torch's) does not interrupt
+# the main thread's wait: Python runs its handler (Ctrl-C's KeyboardInterrupt) only when the main
+# thread next runs Python code. So waits are sliced: a Ctrl-C is acted on within one slice.
+WAIT_SLICE_SECONDS = 0.2
+
+
 def wait_any(channels: list[Channel], processes: list, timeout: float) -> tuple[list[Channel], list[int]]:
     """Wait up to ``timeout`` seconds for a channel to have bytes or a process to end; returns the
     readable channels and the indices of the processes that ended. Never waits longer."""
     live = [channel for channel in channels if not channel.closed]
     sentinels = {process.sentinel: index for index, process in enumerate(processes)}
-    ready = wait([*live, *sentinels], timeout=max(0.0, timeout))
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        remaining = deadline - time.monotonic()
+        ready = wait([*live, *sentinels], timeout=max(0.0, min(remaining, WAIT_SLICE_SECONDS)))
+        if ready or remaining <= WAIT_SLICE_SECONDS:
+            break
     return ([channel for channel in live if channel in ready],
             sorted(sentinels[item] for item in ready if not isinstance(item, Channel)))
 
