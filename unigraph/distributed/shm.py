@@ -143,7 +143,7 @@ class SharedArrays:
         out = np.empty((rows.size,) + array.shape[1:], dtype=array.dtype)
         if rows.size == 0:
             return out
-        row_bytes = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        row_bytes = _row_bytes(array)
         per_chunk = max(1, mapped_bytes // ((row_bytes // FAULT_AROUND + 2) * FAULT_AROUND))  # windows a row may map
         order = np.argsort(rows, kind="stable")
         ordered = rows[order]
@@ -155,8 +155,7 @@ class SharedArrays:
 
     def release_rows(self, name: str, start: int, stop: int) -> None:
         """:meth:`release_pages` of rows ``start:stop`` (first axis) of array ``name``."""
-        array = self.arrays[name]
-        row_bytes = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        row_bytes = _row_bytes(self.arrays[name])
         base = self._offsets[name]
         self.release_pages(base + start * row_bytes, base + stop * row_bytes)
 
@@ -175,6 +174,10 @@ class SharedArrays:
     def __repr__(self) -> str:
         return (f"SharedArrays({self.label!r}, {self.size} bytes, {len(self.layout)} arrays, "
                 f"{'writable' if self.writable else 'read-only'}, {'created here' if self.owner else 'attached'})")
+
+
+def _row_bytes(array: np.ndarray) -> int:
+    return array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
 
 
 def tensors_of(arrays: dict[str, np.ndarray]) -> dict:
