@@ -408,10 +408,8 @@ def _returned_input(traced: Traced | str) -> str:
     if not isinstance(traced, Traced) or not isinstance(traced.output, Ref) or \
             any(ins.op != "placeholder" for ins in traced.program):   # (an in-place call included)
         return ""
-    returned = traced.program[traced.output.index]
-    if returned.op != "placeholder" or returned.domain != U:
-        return ""
-    return returned.target
+    returned = traced.program[traced.output.index]   # (a placeholder: the program holds nothing else)
+    return returned.target if returned.domain == U else ""
 
 
 def _structure_key(inputs: list[tuple[str, str, Any]]) -> tuple | None:
