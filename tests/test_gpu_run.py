@@ -132,3 +132,17 @@ def test_summary_reads_a_partial_folder(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"command": "x", "steps": [], "dry_run": False}))
     text = summary.markdown(summary.load(tmp_path))
     assert "## Tests" in text and "No results" in text and "No suite results" in text
+
+
+def test_the_host_profile_dry_run_reports_every_group(tmp_path):
+    """``benchmarks/gpu/host_profile.py``, run on a warm GPU machine beside the prepared run, as a
+    dry run: every group's line and tables."""
+    out = tmp_path / "host_profile.txt"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.host_profile", str(out), "--dry-run"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text()
+    for group in ("gcn full batch", "gat full batch", "GraphSAGE mini-batch step", "GAT op forward+backward"):
+        assert re.search(rf"^## {re.escape(group)}.*: [\d.]+ ms / step unprofiled", text, re.M), group
+    assert text.count("### own time, per step") == text.count("### unigraph's functions, cumulative, per step") >= 8

@@ -101,18 +101,16 @@ class PygSage(torch.nn.Module):
         return x
 
 
-def part_mini_batch(results, deadline, device, dry_run: bool) -> None:
+def mini_batch_setup(device, plan: dict) -> dict:
+    """The mini-batch GraphSAGE comparison's pieces (also :mod:`benchmarks.gpu.host_profile`'s):
+    ``batches``/``test_batches`` sampled by unigraph's ``NodeLoader`` on ``device``, ``sample_ms``,
+    ``models`` (unigraph's GraphSAGE, and PyG's SAGEConv on the same blocks where PyG imports) and
+    ``step(name)``: forward, backward and Adam on the model's next batch."""
     import unigraph
     from benchmarks import mini_batch
     from benchmarks.peers import load_pyg
     from unigraph.benchmarking.environment import synchronize
-    from unigraph.benchmarking.timing import interleaved
     from unigraph.sampling import NeighborSampler, NodeLoader
-    plan = MINI_DRY if dry_run else MINI
-    record = results["mini_batch"] = {"status": "running", "plan": {k: v for k, v in plan.items()}}
-    if not deadline.allows(12):
-        record["status"] = "skipped: too little of the step's budget left"
-        return
     ds = dataset(plan.get("size"), device)
     train = ds.train_mask.nonzero().flatten()
     test = ds.test_mask.nonzero().flatten()
@@ -151,7 +149,19 @@ def part_mini_batch(results, deadline, device, dry_run: bool) -> None:
         optimizer.zero_grad()
         F.cross_entropy(model(batch.blocks, batch.x), batch.y).backward()
         optimizer.step()
+    return dict(batches=batches, test_batches=test_batches, sample_ms=sample_ms, models=models, step=step)
 
+
+def part_mini_batch(results, deadline, device, dry_run: bool) -> None:
+    from unigraph.benchmarking.environment import synchronize
+    from unigraph.benchmarking.timing import interleaved
+    plan = MINI_DRY if dry_run else MINI
+    record = results["mini_batch"] = {"status": "running", "plan": {k: v for k, v in plan.items()}}
+    if not deadline.allows(12):
+        record["status"] = "skipped: too little of the step's budget left"
+        return
+    setup = mini_batch_setup(device, plan)
+    models, step, test_batches, sample_ms = setup["models"], setup["step"], setup["test_batches"], setup["sample_ms"]
     timings = interleaved({name: (lambda name=name: step(name)) for name in models}, plan["batches"] - plan["warmup"],
                           warmup=plan["warmup"], sync=lambda: synchronize(device))
     rows = []
