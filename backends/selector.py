@@ -360,8 +360,9 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
                                           request.feature_width, request.dtype, request.device, request.threads,
                                           fresh):
             # the native lane applies the rule before any estimate (unigraph/ops/native_lane.py)
-            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads, fresh)
-            return Explanation(small_graph.BACKEND, f"{rule}; "
+            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads, fresh,
+                                      torch.device(request.device))
+            return Explanation(small_graph.backend_on(torch.device(request.device)), f"{rule}; "
                                f"the cost model's pick otherwise: {name} ({reason})", "auto", request, stats,
                                candidates)
         return Explanation(name, reason, "auto", request, stats, candidates)

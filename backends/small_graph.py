@@ -59,6 +59,20 @@ history (the same program makes the same choices).
 :data:`CSR_FREE_EDGES` is the call forms' side of it: a layer given a new ``edge_index`` of at
 most that many edges builds its graph without CSRs (the rule will take its aggregations unless
 they are wide; a later call that needs the CSRs builds them then).
+
+On a GPU the rule has a side of its own (:func:`gpu_applies`): under ``auto``, the same calls on
+a CUDA tensor with ``E x F`` at most :data:`GPU_WORK` run torch's ``index_select`` +
+``index_add_`` (the ``scatter`` backend's ops, what PyG runs) through the native lane, with no
+CSR, no degree statistics and no decision. Why: there the decision's statistics and the CSRs its
+candidates need cost the host ~1 ms per new graph (two ``bincount``, the ``max``/``std``
+reductions read back, a sort per CSR: 2.97 ms a step of three blocks in
+``benchmarks/gpu/host_profile.py`` on an H200, 2026-11-27, the mini-batch GraphSAGE step, whose
+blocks are new every step), while at that size the scatter
+ops are the fastest backend anyway: in the H100 kernel suite of 2026-11-27
+(``benchmarks/results/h100_run6``; uniform and R-MAT graphs of 65,536 nodes, ``copy_u`` sum and
+mean and ``u_mul_e`` sum, forward and forward + backward) every case at ``E x F`` of 1.0M and 4.2M
+had ``scatter`` as the fastest named backend; at 16.8M it was 1.1-4.1x slower than the best, at
+67M 3-12x, so the bound stays below those.
 """
 from __future__ import annotations
 
@@ -72,6 +86,8 @@ FRESH_WORK = 1 << 22       # edges x feature width on a graph with no CSR yet (4
 FRESH_CALLS = 8            # ... for this many of its aggregations above the kept bound
 _FRESH_KEY = ("unigraph.backends.small_graph", "fresh calls")   # the count, kept on the graph
 BACKEND = "numba"          # whose kernels these are (what explain names)
+GPU_WORK = 1 << 22         # edges x feature width on a GPU (4,194,304): the scatter ops, no decision
+GPU_BACKEND = "scatter"    # whose ops the GPU side runs
 OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
 DTYPES = (torch.float32, torch.float64)
@@ -100,6 +116,14 @@ def applies(num_edges: int, width: int, device: torch.device, threads: int | Non
     return device.type == "cpu" and num_edges * max(width, 1) <= _bound(threads, fresh) and _numba_ok()
 
 
+def gpu_applies(num_edges: int, width: int, device: torch.device) -> bool:
+    """Whether the GPU side of the rule takes a call the native lane admitted under ``auto``: a
+    CUDA tensor and ``E x F`` at most :data:`GPU_WORK` (any graph: the scatter ops need neither
+    CSR nor statistics, and are the fastest at that size whether the graph is new or kept)."""
+    return (device.type == "cuda" and num_edges * max(width, 1) <= GPU_WORK and GPU_BACKEND in registry.names()
+            and registry.status_of(GPU_BACKEND).ok)
+
+
 def takes(g, width: int, device: torch.device) -> bool:
     """:func:`applies` for a call on graph ``g`` (a ``unigraph.Graph``) now, counting on ``g`` a
     call that only the fresh bound admits."""
@@ -122,14 +146,24 @@ def _bound(threads: int | None, fresh: bool) -> int:
 
 def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, width: int,
                        dtype: torch.dtype, device: torch.device, threads: int, fresh: bool = False) -> bool:
-    """:func:`applies` for a request's fields (what ``explain`` asks)."""
+    """:func:`applies` (or :func:`gpu_applies`) for a request's fields (what ``explain`` asks)."""
     return (kind == "gspmm" and op in OPS and reduce in REDUCES and dtype in DTYPES
-            and applies(num_edges, width, device, threads, fresh))
+            and (applies(num_edges, width, device, threads, fresh) or gpu_applies(num_edges, width, device)))
 
 
-def reason(num_edges: int, width: int, threads: int, fresh: bool = False) -> str:
+def backend_on(device: torch.device) -> str:
+    """Whose kernels the rule runs on ``device``."""
+    return GPU_BACKEND if device.type == "cuda" else BACKEND
+
+
+def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
+           device: torch.device = torch.device("cpu")) -> str:
     """What ``explain`` says when the rule decided."""
     work = num_edges * max(width, 1)
+    if device.type == "cuda":
+        return (f"small-graph rule on a GPU: {num_edges} edges x {max(width, 1)} features <= {GPU_WORK:,}: torch's "
+                "index_select + index_add_ (the scatter backend's ops), no CSR, no statistics (for u [N, F] and, for "
+                "u_mul_e, one weight per edge; other operand shapes go by the cost model)")
     bound = (f"<= {work_bound(threads):,} ({SMALL_WORK:,} / {_threads(threads)} threads)"
              if work <= work_bound(threads) or not fresh else
              f"<= {FRESH_WORK:,} (a graph with no CSR yet, in its first {FRESH_CALLS} calls above "

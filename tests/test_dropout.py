@@ -187,3 +187,25 @@ def test_relu_dropout_twice_differentiable_and_fallback():
     with D.counter_based(False):
         y = D.relu_dropout(torch.randn(20000), 0.5)
     assert _binomial_ok(int((y != 0).sum()), 20000, 0.25) and (y >= 0).all()
+
+
+def test_on_a_gpu_dropout_is_torchs_own_kernel(monkeypatch):
+    """On a GPU ``dropout`` and ``relu_dropout`` are ``F.dropout`` itself (one fused kernel): the same
+    values and gradients as torch's for the same seed. Wired here by answering the device test yes
+    for CPU tensors (with the counter path off, as it is for CUDA tensors)."""
+    x = torch.randn(300, 17, dtype=torch.float64)
+    assert not D._torch_kernel(x)  # the CPU keeps its own paths
+    monkeypatch.setattr(D, "_torch_kernel", lambda x: True)
+    grad = torch.randn_like(x)
+    with D.counter_based(False):
+        for ours, theirs in ((D.dropout, lambda t, p: F.dropout(t, p, True)),
+                             (D.relu_dropout, lambda t, p: F.dropout(torch.relu(t), p, True))):
+            results = []
+            for fn in (ours, theirs):
+                leaf = x.clone().requires_grad_()
+                torch.manual_seed(8)
+                y = fn(leaf, 0.3)
+                y.backward(grad)
+                results.append((y.detach(), leaf.grad))
+            (y1, g1), (y2, g2) = results
+            assert torch.equal(y1, y2) and torch.equal(g1, g2)

@@ -235,3 +235,37 @@ def test_feature_stores_check_rows():
     block.dstdata["y"] = torch.zeros(1)
     with pytest.raises(KeyError, match="holds \\['y'\\]"):
         block.dstdata["z"]
+
+
+@pytest.mark.parametrize("num_src,num_dst,edges", [(5, 4, [[0, 1, 1, 4, 2], [0, 0, 3, 3, 3]]), (3, 2, [[], []]),
+                                                   (0, 0, [[], []]), (2, 0, [[], []]), (0, 3, [[], []])])
+def test_degree_statistics_from_counts_equal_the_formulas(num_src, num_dst, edges):
+    """``stats_from_degrees`` reads its figures back in one transfer (one host wait on a GPU): the
+    same numbers as computing each, empty sides included."""
+    from unigraph.structure import stats_from_degrees
+    src, dst = torch.tensor(edges[0], dtype=torch.int64), torch.tensor(edges[1], dtype=torch.int64)
+    deg_in, deg_out = torch.bincount(dst, minlength=num_dst), torch.bincount(src, minlength=num_src)
+    s = stats_from_degrees(deg_in, deg_out, src.numel())
+    mean = src.numel() / max(num_dst, 1)
+    std = float(deg_in.double().std(unbiased=False)) if num_dst else 0.0
+    assert (s.num_src_nodes, s.num_dst_nodes, s.num_edges) == (num_src, num_dst, src.numel())
+    assert s.max_in_degree == (int(deg_in.max()) if num_dst else 0) and isinstance(s.max_in_degree, int)
+    assert s.max_out_degree == (int(deg_out.max()) if num_src else 0) and isinstance(s.max_out_degree, int)
+    assert s.mean_in_degree == mean and s.cv_in_degree == (std / mean if mean > 0 else 0.0)
+
+
+def test_statistics_of_a_graph_with_its_in_csr_only_build_no_out_csr():
+    """A sampled block comes with its in-CSR: its statistics count the sources instead of building
+    the out-CSR (a sort, on a GPU) for its row lengths; the same figures as from both CSRs."""
+    from unigraph.structure import degree_stats
+    gen = torch.Generator().manual_seed(0)
+    edges = torch.stack([torch.randint(0, 30, (200,), generator=gen), torch.randint(0, 20, (200,), generator=gen)])
+    g = unigraph.Graph(edges, num_src_nodes=30, num_dst_nodes=20)
+    g.in_csr()
+    stats = g.stats()
+    assert not g.has_memo("out_csr")
+    full = unigraph.Graph(edges, num_src_nodes=30, num_dst_nodes=20)
+    assert stats == degree_stats(full.in_csr()[0], full.out_csr()[0])
+    h = unigraph.Graph(edges, num_src_nodes=30, num_dst_nodes=20)
+    h.out_csr()
+    assert h.stats() == stats and not h.has_memo("in_csr")

@@ -67,6 +67,7 @@ def test_gpu_fused_attention_stays_node_parallel_unless_one_row_dominates(preten
         assert selector.explain_request(HUB, request(kind, op, None, width)).backend == "triton_edge"
 
 
+@pytest.mark.usefixtures("no_small_graph_rule")  # the cost model's own pick (the rule takes tiny sums first)
 def test_gpu_tiny_graph_goes_to_the_lowest_launch_cost(pretend_available):
     chosen = selector.explain_request(TINY, request(width=8))
     family = cost_model.op_family(request())
@@ -266,3 +267,25 @@ def test_the_ops_ask_with_torchs_thread_count_and_decisions_are_kept_per_count(m
         assert "threads=2" in str(selector.explain(g, "copy_u", "sum", x))
     finally:
         torch.set_num_threads(before)
+
+
+def test_gpu_small_sums_go_by_the_small_graph_rule_without_a_decision(pretend_available):
+    """The small-graph rule's GPU side (``backends/small_graph.py``): copy_u / u_mul_e sums and
+    means on a CUDA tensor with E x F <= GPU_WORK run the scatter ops; explain says so and names
+    what the cost model would have picked; above the bound, other ops, half precision and the
+    CPU go by the cost model (or the CPU side of the rule) as before."""
+    from unigraph.backends import small_graph
+    within = stats(20_000, small_graph.GPU_WORK // 64, max_in=40)
+    above = stats(20_000, small_graph.GPU_WORK // 64 + 1, max_in=40)
+    for op, reduce in (("copy_u", "sum"), ("copy_u", "mean"), ("u_mul_e", "sum")):
+        explanation = selector.explain_request(within, request(op=op, reduce=reduce, width=64))
+        assert explanation.backend == "scatter" and "small-graph rule on a GPU" in explanation.reason
+        assert "the cost model's pick otherwise" in explanation.reason
+        assert "small-graph rule" not in selector.explain_request(above, request(op=op, reduce=reduce,
+                                                                                  width=64)).reason
+    for other in (request(op="u_add_e", reduce="max", width=64), request(width=64, dtype=torch.float16),
+                  request(kind="gsddmm", op="dot", reduce=None, width=64)):
+        assert "small-graph rule" not in selector.explain_request(within, other).reason
+    assert small_graph.gpu_applies(within.num_edges, 64, CUDA)
+    assert not small_graph.gpu_applies(above.num_edges, 64, CUDA)
+    assert not small_graph.gpu_applies(within.num_edges, 64, CPU)

@@ -514,18 +514,20 @@ class Graph:
     def stats(self) -> DegreeStats:
         """Degree statistics for the backend selector (computed once). Where the counting kernel
         runs (CPU, numba) both CSRs are built with them, in one call cheaper than counting the
-        degrees with torch; elsewhere they come from counts of the indices, so that a graph whose
-        calls need no CSR (the native lane's, unigraph/ops/native_lane.py) builds none."""
+        degrees with torch; elsewhere they come from the CSRs the graph has and counts of the
+        indices for a missing one, so that a graph whose calls need no CSR (the native lane's,
+        unigraph/ops/native_lane.py) builds none, and a sampled block (in-CSR only) no out-CSR."""
         if "stats" not in self._cache:
             if "in_csr" not in self._cache and "out_csr" not in self._cache and not torch.compiler.is_compiling():
                 self._build_both_formats()
             moments = self._cache.get("degree_moments")   # from the kernel that built both CSRs
             if moments is not None:
                 stats = stats_from_moments(self._num_src, self._num_dst, self.num_edges, *moments)
-            elif "in_csr" in self._cache or "out_csr" in self._cache or torch.compiler.is_compiling():
+            elif ("in_csr" in self._cache and "out_csr" in self._cache) or torch.compiler.is_compiling():
                 stats = degree_stats(self.in_csr()[0], self.out_csr()[0])
-            else:
-                out_degrees = torch.bincount(self._coo()[0], minlength=self._num_src)
+            else:   # a missing CSR is not built for its row lengths (a sampled block comes with its in-CSR only)
+                out_degrees = (self.out_degrees() if "out_csr" in self._cache
+                               else torch.bincount(self._coo()[0], minlength=self._num_src))
                 stats = stats_from_degrees(self.in_degree_counts(), out_degrees, self.num_edges)
             self._cache["stats"] = stats
         return self._cache["stats"]

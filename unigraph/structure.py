@@ -107,14 +107,22 @@ def stats_from_degrees(deg_in: Tensor, deg_out: Tensor, num_edges: int) -> Degre
     """:class:`DegreeStats` from the in- and out-degree of every node (CSR row lengths, or
     counts of the COO indices where no CSR is built)."""
     num_src, num_dst = deg_out.numel(), deg_in.numel()
-    deg_in = deg_in.to(torch.float64)
     mean = num_edges / max(num_dst, 1)
-    std = float(deg_in.std(unbiased=False)) if deg_in.numel() else 0.0
+    std = max_in = max_out = 0
+    figures = []   # read back together: on a GPU each read makes the host wait for the device
+    if num_dst:
+        deg_in = deg_in.to(torch.float64)
+        figures += [deg_in.std(unbiased=False), deg_in.max()]
+    if num_src:
+        figures.append(deg_out.max().to(torch.float64))   # (degrees are exact in float64 below 2**53)
+    values = torch.stack(figures).tolist() if figures else []
+    if num_dst:
+        std, max_in = values[0], int(values[1])
+    if num_src:
+        max_out = int(values[-1])
     return DegreeStats(
         num_src_nodes=num_src, num_dst_nodes=num_dst, num_edges=num_edges, mean_in_degree=mean,
-        max_in_degree=int(deg_in.max()) if deg_in.numel() else 0,
-        cv_in_degree=std / mean if mean > 0 else 0.0,
-        max_out_degree=int(deg_out.max()) if deg_out.numel() else 0,
+        max_in_degree=max_in, cv_in_degree=std / mean if mean > 0 else 0.0, max_out_degree=max_out,
     )
 
 

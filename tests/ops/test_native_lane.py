@@ -260,3 +260,32 @@ def test_a_call_auto_sends_elsewhere_skips_the_front_door_and_gives_the_ordinary
     ordinary_grads = torch.autograd.grad(ordinary.square().sum(), [t for t in (x, w) if t is not None])
     assert all(torch.equal(a, b) for a, b in zip(grads, ordinary_grads))
     assert native_lane.run(g, op, reduce, x, w, decided) is None    # named: the lane leaves it to the front door
+
+
+def test_the_gpu_rule_runs_the_lane_without_a_decision(function_calls, monkeypatch):
+    """The small-graph rule's GPU side, wired as on a GPU (here its device test answers yes for
+    the CPU, and the CPU side is off): auto's call runs this lane's ops with no decision asked
+    and no CSR built, and gives the Function path's values and gradients."""
+    from unigraph.backends import small_graph
+    monkeypatch.setattr(small_graph, "takes", lambda *args: False)
+    monkeypatch.setattr(small_graph, "gpu_applies", lambda num_edges, width, device: num_edges * width <= 400)
+    monkeypatch.setattr(native_lane, "_auto_choice", lambda *args: pytest.fail("a decision was asked for"))
+    for reduce, op in (("sum", "copy_u"), ("mean", "copy_u"), ("sum", "u_mul_e")):
+        g = graph(edges=60, seed=3)
+        x = torch.randn(g.num_src_nodes, 5, dtype=torch.float64, requires_grad=True)
+        w = torch.rand(g.num_edges, 1, dtype=torch.float64, requires_grad=True) if op == "u_mul_e" else None
+        before = len(function_calls)   # (the reference below counts its own)
+        with selector.use_backend("auto"):
+            out = ops.gspmm(g, op, reduce, u=x, e=w)
+        assert len(function_calls) == before and not g.has_memo("in_csr") and not g.has_memo("stats")
+        leaves = [x] + ([w] if w is not None else [])
+        twins = [t.detach().clone().requires_grad_() for t in leaves]
+        expected = function_path(g, twins[0], reduce, op, twins[1] if w is not None else None)
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+        grad = torch.randn_like(out)
+        for mine, theirs in zip(torch.autograd.grad(out, leaves, grad), torch.autograd.grad(expected, twins, grad)):
+            torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+    # above the rule's bound: the decision is asked for again
+    g = graph(edges=90, seed=4)
+    with selector.use_backend("auto"), pytest.raises(pytest.fail.Exception, match="a decision"):
+        ops.gspmm(g, "copy_u", "sum", u=torch.randn(g.num_src_nodes, 5))

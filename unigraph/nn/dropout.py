@@ -14,11 +14,13 @@ development machine, more than the layer's matrix products. Here each element's 
 (nothing stored) and is the same operation on the gradient, so it is differentiable again.
 
 The counter path runs for float32/float64 CPU tensors when numba is installed and outside
-``torch.compile``; otherwise (GPU, half precision, no numba, compiling, or inside
-:func:`counter_based` ``(False)``) the mask is ``rand >= p`` from torch's generator. Both are
-inverted dropout with keep probability ``1 - p`` (the counter path's is ``1 - t / 2^32`` with
-``t = round(p * 2^32)``, within ``2^-33`` of it); the two paths draw different masks for the same
-seed. Dropped NaN or inf elements give NaN, as in ``F.dropout`` (``x * 0``).
+``torch.compile``; on a GPU :func:`dropout` and :func:`relu_dropout` are ``F.dropout`` itself (one
+fused kernel); otherwise (CPU half precision, no numba, compiling, or inside
+:func:`counter_based` ``(False)``) the mask is ``rand >= p`` from torch's generator, as is
+:func:`keep_mask`'s off the counter path. All are inverted dropout with keep probability ``1 - p``
+(the counter path's is ``1 - t / 2^32`` with ``t = round(p * 2^32)``, within ``2^-33`` of it); the
+paths draw different masks for the same seed. Dropped NaN or inf elements give NaN, as in
+``F.dropout`` (``x * 0``).
 """
 from __future__ import annotations
 
@@ -59,6 +61,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x * 0.0
     if _uses_counter(x):
         return _CounterDropout.apply(x, _draw_rule(p))
+    if _torch_kernel(x):
+        return F.dropout(x, p, True)
     return x * _torch_mask(tuple(x.shape), p, x)
 
 
@@ -72,6 +76,8 @@ def relu_dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return torch.relu(x) * 0.0
     if _uses_counter(x):
         return _CounterReluDropout.apply(x, _draw_rule(p))
+    if _torch_kernel(x):
+        return F.dropout(torch.relu(x), p, True)
     return torch.relu(x) * _torch_mask(tuple(x.shape), p, x)
 
 
@@ -117,6 +123,13 @@ def _torch_mask(shape: tuple, p: float, like: Tensor) -> Tensor:
 def _numba_usable() -> bool:
     from unigraph.kernels.cpu import numba_status
     return numba_status()[0]
+
+
+def _torch_kernel(x: Tensor) -> bool:
+    """On a GPU, torch's own dropout: one fused kernel forward and one backward, where the mask path
+    launches four (rand, compare, cast, scale) and a product, and autograd keeps the mask (~0.1 ms
+    of host time a call on the H200 machine, 2026-11-27: ``benchmarks/results/h200_host_profile``)."""
+    return x.device.type == "cuda"
 
 
 def _uses_counter(x: Tensor) -> bool:

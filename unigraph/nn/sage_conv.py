@@ -268,8 +268,13 @@ def rows_with_messages(g: Graph, aggregated: Tensor, weight: Tensor) -> int | No
     graph); the rows from ``R`` on are then *checked* to be zero
     (~1 ms per 10 MB), and ``weight`` to be finite (``0 * inf`` would make them NaN in the full
     product). The caller asks only for the default hooks (:meth:`MessagePassing.propagates_default_hooks`):
-    zero values alone do not show that a row depends on no parameter."""
-    if torch.compiler.is_compiling() or aggregated.dim() != 2 or aggregated.layout != torch.strided:
+    zero values alone do not show that a row depends on no parameter.
+
+    CPU tensors only: on a GPU the largest-destination read and the two checks each make the host
+    wait for the device (~50-100 us a read in the H200 run's mini-batch step, where a layer's
+    product over all rows takes microseconds and the host is the limit)."""
+    if (torch.compiler.is_compiling() or aggregated.device.type != "cpu" or aggregated.dim() != 2
+            or aggregated.layout != torch.strided):
         return None
     rows = g.memo(("unigraph.nn", "rows_with_in_edges"), lambda: _last_row_with_edges(g))
     if 8 * (aggregated.shape[0] - rows) < aggregated.shape[0]:   # under an eighth to skip: not worth the checks

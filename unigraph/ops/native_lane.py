@@ -28,7 +28,8 @@ numba, edges x width at most ``SMALL_WORK`` over torch's thread count, or ``FRES
 with no CSR yet for its first few calls) runs numba's COO kernel on
 the graph's edge list (``unigraph/ops/small_graph_lane.py``) before any decision is asked for: no
 CSR, no degree statistics (a graph that is new every batch needs neither); ``explain`` states the
-rule.
+rule. Its GPU side (a CUDA tensor, ``E x F`` at most ``small_graph.GPU_WORK``) runs this lane's
+own ops below, likewise without a decision.
 
 Where those conditions hold but ``auto`` decided another backend (numba's CSR kernels on the
 CPU, for most graphs), the call goes straight to that backend's g-SpMM Function (``GSpMMSum``,
@@ -80,10 +81,15 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     grad = differentiated(u, e)
     src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     choice, _ = selector.current_choice(explicit)
-    if choice == "auto" and small_graph.takes(g, u.shape[1], u.device):
-        out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), g.num_dst_nodes, grad)
-        return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
-    decided = _auto_choice(g, op, reduce, u, grad) if choice == "auto" else None
+    decided = None
+    if choice == "auto":
+        if small_graph.takes(g, u.shape[1], u.device):
+            out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), g.num_dst_nodes, grad)
+            return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
+        if small_graph.gpu_applies(g.num_edges, u.shape[1], u.device):
+            choice = BACKEND   # the rule's GPU side: this lane's ops, no statistics, no decision
+        else:
+            decided = _auto_choice(g, op, reduce, u, grad)
     if (decided.name if decided is not None else choice) != BACKEND or (
             grad and u.device.type == "cpu" and g.num_edges > CPU_GRAD_EDGES):
         if decided is None:

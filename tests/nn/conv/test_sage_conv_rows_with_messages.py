@@ -158,3 +158,13 @@ def test_the_last_row_with_edges_is_the_same_with_and_without_a_csr(edges):
     with_csr = Graph(edges, num_nodes=N)
     with_csr.in_csr()
     assert without == sage_conv._last_row_with_edges(with_csr) == (int(edges[1].max()) + 1 if edges.numel() else 0)
+
+
+def test_off_the_cpu_nothing_is_read():
+    """Off the CPU the row skip is not taken and nothing is read from the graph (each read there
+    makes the host wait for the device): an aggregation on the meta device stands for a GPU's."""
+    conv, _ = make(5)
+    g = Graph(batch_edges(5), N)
+    assert sage_conv.rows_with_messages(g, torch.zeros(N, IN, device="meta"), conv.lin_l.weight) is None
+    assert not g.has_memo(("unigraph.nn", "rows_with_in_edges"))
+    assert sage_conv.rows_with_messages(g, torch.zeros(N, IN), conv.lin_l.weight) == WITH_EDGES
