@@ -93,9 +93,9 @@ REDUCES = ("sum", "mean")
 DTYPES = (torch.float32, torch.float64)
 
 
-def _numba_ok() -> bool:
-    """numba's backend is registered (a test may hold a registry of its own) and can run here."""
-    return BACKEND in registry.names() and registry.status_of(BACKEND).ok
+def _usable(name: str) -> bool:
+    """Backend ``name`` is registered (a test may hold a registry of its own) and can run here."""
+    return name in registry.names() and registry.status_of(name).ok
 
 
 def _threads(threads: int | None) -> int:
@@ -113,15 +113,14 @@ def applies(num_edges: int, width: int, device: torch.device, threads: int | Non
     """Whether the rule takes a call the native lane admitted (a sum or mean of ``copy_u`` or
     ``u_mul_e`` with one weight per edge, ``u`` 2-D float32/float64) under ``auto``; ``fresh``:
     on a graph with no CSR yet, within its first :data:`FRESH_CALLS` such calls."""
-    return device.type == "cpu" and num_edges * max(width, 1) <= _bound(threads, fresh) and _numba_ok()
+    return device.type == "cpu" and num_edges * max(width, 1) <= _bound(threads, fresh) and _usable(BACKEND)
 
 
 def gpu_applies(num_edges: int, width: int, device: torch.device) -> bool:
     """Whether the GPU side of the rule takes a call the native lane admitted under ``auto``: a
     CUDA tensor and ``E x F`` at most :data:`GPU_WORK` (any graph: the scatter ops need neither
     CSR nor statistics, and are the fastest at that size whether the graph is new or kept)."""
-    return (device.type == "cuda" and num_edges * max(width, 1) <= GPU_WORK and GPU_BACKEND in registry.names()
-            and registry.status_of(GPU_BACKEND).ok)
+    return device.type == "cuda" and num_edges * max(width, 1) <= GPU_WORK and _usable(GPU_BACKEND)
 
 
 def takes(g, width: int, device: torch.device) -> bool:
@@ -159,11 +158,11 @@ def backend_on(device: torch.device) -> str:
 def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
            device: torch.device = torch.device("cpu")) -> str:
     """What ``explain`` says when the rule decided."""
-    work = num_edges * max(width, 1)
     if device.type == "cuda":
         return (f"small-graph rule on a GPU: {num_edges} edges x {max(width, 1)} features <= {GPU_WORK:,}: torch's "
                 "index_select + index_add_ (the scatter backend's ops), no CSR, no statistics (for u [N, F] and, for "
                 "u_mul_e, one weight per edge; other operand shapes go by the cost model)")
+    work = num_edges * max(width, 1)
     bound = (f"<= {work_bound(threads):,} ({SMALL_WORK:,} / {_threads(threads)} threads)"
              if work <= work_bound(threads) or not fresh else
              f"<= {FRESH_WORK:,} (a graph with no CSR yet, in its first {FRESH_CALLS} calls above "
@@ -175,4 +174,4 @@ def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
 
 def may_skip_csr(num_edges: int, device: torch.device) -> bool:
     """Whether a new graph of ``num_edges`` edges on ``device`` is built without CSRs under ``auto``."""
-    return device.type == "cpu" and num_edges <= CSR_FREE_EDGES and _numba_ok()
+    return device.type == "cpu" and num_edges <= CSR_FREE_EDGES and _usable(BACKEND)

@@ -188,9 +188,11 @@ class MessagePassing(torch.nn.Module):
         else:
             out = None
             if self.fuse:
-                out = self._returned_copy(g, inputs, who)
+                # the cached trace's key (a message that reads only its arguments), once per call
+                key = _structure_key(inputs) if self._pure_message else None
+                out = self._returned_copy(g, inputs, who, key)
                 if out is None:
-                    out = self._traced_propagate(g, inputs)
+                    out = self._traced_propagate(g, inputs, key)
             if out is None:
                 out = self._eager_propagate(g, inputs)
         return self.update(out, **self._update_inputs(g, kwargs))
@@ -229,17 +231,16 @@ class MessagePassing(torch.nn.Module):
         if self._last_plan is not plan:  # (nn.Module's __setattr__ costs a few us a call)
             self._last_plan = plan
 
-    def _returned_copy(self, g: Graph, inputs: list[tuple[str, str, Any]], who: str) -> Tensor | None:
+    def _returned_copy(self, g: Graph, inputs: list[tuple[str, str, Any]], who: str,
+                       key: tuple | None) -> Tensor | None:
         """A message that reads only its arguments and, for these inputs' structure, returns one of
         its source-node inputs unchanged (GraphConv's ``x_j if edge_weight is None else ...``
         without weights): the fused path's one ``copy_u`` g-SpMM, without the interpreter and the
         random-state capture (its cached trace has no call, so nothing to draw or refuse). None
         otherwise. The trace is the one the fused path uses, cached under the same key (a function
-        of the structure alone: :mod:`.purity`); the plan is the fused path's."""
-        if not self._pure_message or _overrides(self, "aggregate"):
-            return None
-        key = _structure_key(inputs)
-        if key is None:
+        of the structure alone: :mod:`.purity`, ``key``: None where there is none); the plan is the
+        fused path's."""
+        if key is None or _overrides(self, "aggregate"):
             return None
         found = self._returned_inputs.get(key)
         if found is None:
@@ -331,15 +332,14 @@ class MessagePassing(torch.nn.Module):
             found = self._pure_traces[key] = _trace_message(self.message, inputs)
         return found
 
-    def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor | None:
+    def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: tuple | None) -> Tensor | None:
         """The fused path, or None (with the reason in the plan) when the message has to run
         eagerly. Then the random generators are as they were before the trace, so that the eager
         run draws what ``fuse=False`` draws (the trace or the traced program may have drawn).
         Where nothing this call runs can draw (a cached trace of arithmetic and views alone, on
         plain tensors: :func:`_draws_nothing`) the generators' state is not captured (14-16 us of a
         small GCNConv call on the 2-core machine; 34 us a call on the H200 machine's host, where it
-        also copies CUDA's)."""
-        key = _structure_key(inputs) if self._pure_message else None
+        also copies CUDA's). ``key``: the cached trace's (:func:`_structure_key`), None where there is none."""
         if key is not None and _draws_nothing(self._pure_traces.get(key), inputs):
             return self._fused_propagate(g, inputs, key)
         generators = random_state({value.device for _, _, value in inputs if isinstance(value, Tensor)})
@@ -348,7 +348,7 @@ class MessagePassing(torch.nn.Module):
             restore_random_state(generators)
         return out
 
-    def _fused_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: Any = _NO_KEY) -> Tensor | None:
+    def _fused_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: tuple | None) -> Tensor | None:
         owner = f"{type(self).__name__}.message"
         traced = self._trace(inputs, key)
         if isinstance(traced, str):
