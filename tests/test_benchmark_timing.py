@@ -64,6 +64,39 @@ def test_an_error_in_a_call_propagates():
         interleaved({"ok": lambda: None, "broken": broken}, repeats=1)
 
 
+def test_the_timed_rounds_set_the_collectors_old_objects_aside_and_restore_it():
+    """During the timed rounds every object alive before them is frozen (a collection walks only
+    what the rounds create), afterwards nothing stays frozen, also when a call raised; a caller
+    that froze objects itself keeps them frozen; garbage the rounds make is still collected."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+    seen, survivors = [], []
+
+    def call():
+        seen.append(gc.get_freeze_count())
+        cycle = Node()
+        cycle.self = cycle
+        survivors.append(weakref.ref(cycle))
+        gc.collect()
+
+    assert gc.get_freeze_count() == 0
+    interleaved({"a": call}, repeats=2, warmup=0)
+    assert min(seen) > 1000 and gc.get_freeze_count() == 0
+    assert survivors[0]() is None   # the first round's cyclic garbage, collected in the second
+    with pytest.raises(RuntimeError):
+        interleaved({"a": lambda: (_ for _ in ()).throw(RuntimeError("x"))}, repeats=1, warmup=0)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        interleaved({"a": lambda: None}, repeats=1, warmup=0)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 # ---------------------------------------------------------------------- results folder, atomic writes
 def test_runs_without_out_go_to_scratch_and_quick_runs_never_replace_committed_results(tmp_path):
     committed = tmp_path / "results"

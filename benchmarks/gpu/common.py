@@ -164,11 +164,13 @@ def step_main(step: str, doc: str, body: Callable[[Results, Deadline, bool], Non
 
 def freeze_imports() -> None:
     """Move every object alive now (the imported modules: torch, dynamo, PyG, ...) out of the
-    garbage collector's sight. The shared timing rule (``unigraph.benchmarking.timing``) runs a
-    full ``gc.collect()`` before every timed round; it walks each of these ~400k objects (0.2 s
-    on a quiet CPU, seconds on a busy one), dozens of times a step, and they never become garbage.
-    Call it after the step's heavy imports; it may be called again. Unfrozen at exit, so that
-    extension modules' leak checks (nanobind's, in Triton) see a normal shutdown."""
+    garbage collector's sight for the rest of the step. The shared timing rule
+    (``unigraph.benchmarking.timing``) sets them aside during its timed rounds itself; this keeps
+    them out of every collection between those too (warm-ups, profiled steps: a full collection
+    walks each of these ~400k objects, 0.2 s on a quiet CPU, seconds on a busy one), and they
+    never become garbage. Call it after the step's heavy imports; it may be called again.
+    Unfrozen at exit, so that extension modules' leak checks (nanobind's, in Triton) see a
+    normal shutdown."""
     gc.collect()
     gc.freeze()
     if not getattr(freeze_imports, "registered", False):

@@ -16,12 +16,13 @@ the mean of those ``k``; :attr:`Timing.calls_per_run` says so.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import math
 import statistics
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 MAX_CALLS_PER_RUN = 10_000
 
@@ -122,15 +123,34 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeats: int, *, warm
         for name in names:
             per_run[name] = min(MAX_CALLS_PER_RUN, max(1, math.ceil(min_run_s / max(last[name], 1e-9))))
     runs: dict[str, list[float]] = {name: [] for name in names}
-    gc.collect()
-    for r in range(repeats):
-        for name in rotation(names, r):
-            runs[name].append(_run(calls[name], per_run[name], sync) * 1e3 / per_run[name])
-            if after is not None:
-                after(name)
-            if progress is not None:
-                progress(name)
+    with _collector_set_aside():
+        for r in range(repeats):
+            for name in rotation(names, r):
+                runs[name].append(_run(calls[name], per_run[name], sync) * 1e3 / per_run[name])
+                if after is not None:
+                    after(name)
+                if progress is not None:
+                    progress(name)
     return {name: Timing(runs[name], per_run[name]) for name in names}
+
+
+@contextlib.contextmanager
+def _collector_set_aside() -> Iterator[None]:
+    """The timed rounds' garbage collector: the young generations collected, then every object
+    alive frozen (``gc.freeze``) until the rounds end, so that a collection during the rounds
+    walks only what they create. The imported modules (torch, dynamo, PyG: ~400k objects) never
+    become garbage; a full ``gc.collect()`` before every timing walked them all (0.18 s a call
+    here, most of a quick benchmark's time). Unfrozen afterwards, unless the caller had frozen
+    objects itself (``benchmarks/gpu/common.freeze_imports``: its choice stays); old garbage
+    waits for the next ordinary collection."""
+    frozen_by_caller = gc.get_freeze_count() > 0
+    gc.collect(1)
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen_by_caller:
+            gc.unfreeze()
 
 
 def ratio(numerator: Timing, denominator: Timing) -> float:
