@@ -269,3 +269,41 @@ def test_statistics_of_a_graph_with_its_in_csr_only_build_no_out_csr():
     h = unigraph.Graph(edges, num_src_nodes=30, num_dst_nodes=20)
     h.out_csr()
     assert h.stats() == stats and not h.has_memo("in_csr")
+
+
+@pytest.mark.parametrize("values,size", [([3, 0, 3, 1, 3], 4), ([3, 0, 3, 1, 3], 9), ([], 0), ([], 5), ([0], 1)])
+def test_counting_indices_by_adding_equals_bincount(values, size):
+    """The GPU's way of counting degrees (no host wait) gives bincount's counts, zeros past the
+    largest index included; on the CPU ``count_index`` is bincount itself."""
+    from unigraph.structure import _count_by_adding, count_index
+    index = torch.tensor(values, dtype=torch.int64)
+    expected = torch.bincount(index, minlength=size)
+    for counts in (_count_by_adding(index, size), count_index(index, size)):
+        assert counts.dtype == torch.int64 and torch.equal(counts, expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_degree_counts_statistics_and_csr_on_a_gpu_equal_the_cpu_and_count_without_waiting():
+    """On a GPU a graph's degree counts (``in_degree_counts``, ``stats`` of a block with its in-CSR
+    only, ``build_csr``'s row lengths) are added up on the device: ``count_index`` makes the host
+    wait for nothing (sync debug mode raises on a wait), and the counts, statistics and CSRs are
+    the CPU's."""
+    from unigraph.structure import build_csr, count_index
+    gen = torch.Generator().manual_seed(1)
+    edges = torch.stack([torch.randint(0, 300, (4000,), generator=gen), torch.randint(0, 200, (4000,), generator=gen)])
+    cpu = unigraph.Graph(edges, num_src_nodes=310, num_dst_nodes=205)
+    gpu = unigraph.Graph(edges.cuda(), num_src_nodes=310, num_dst_nodes=205)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        counts = count_index(gpu.dst, 205)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    ptr, cols, perm = build_csr(gpu.dst, gpu.src, 205)
+    assert torch.equal(counts.cpu(), torch.bincount(edges[1], minlength=205))
+    for built, expected in zip((ptr, cols, perm), cpu.in_csr()):
+        assert torch.equal(built.cpu(), expected)
+    assert torch.equal(gpu.in_degree_counts().cpu(), cpu.in_degree_counts())
+    gpu.in_csr()
+    assert gpu.stats() == cpu.stats() and not gpu.has_memo("out_csr")

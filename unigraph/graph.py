@@ -18,7 +18,8 @@ from unigraph import graph_compat
 from unigraph.graph_compat import count
 from unigraph.self_loops import with_self_loops
 from unigraph.structure import (DegreeStats, GraphTensors, build_both_csr, build_csr, check_index_range, checked_copies,
-                                degree_stats, ingest_edge_index, ingest_edge_list, stats_from_degrees, stats_from_moments)
+                                count_index, degree_stats, ingest_edge_index, ingest_edge_list, stats_from_degrees,
+                                stats_from_moments)
 from unigraph.structure import owned_index as _owned
 from unigraph.traced_structure import traced_checked_copies, traced_csr
 
@@ -508,7 +509,7 @@ class Graph:
             return self.in_degrees()
         def count() -> Tensor:
             with torch.inference_mode(False):  # kept on the graph: a normal tensor whatever mode asked first
-                return torch.bincount(self._coo()[1], minlength=self._num_dst)
+                return count_index(self._coo()[1], self._num_dst)
         return self.memo("in_degree_counts", count)
 
     def stats(self) -> DegreeStats:
@@ -527,7 +528,7 @@ class Graph:
                 stats = degree_stats(self.in_csr()[0], self.out_csr()[0])
             else:   # a missing CSR is not built for its row lengths (a sampled block comes with its in-CSR only)
                 out_degrees = (self.out_degrees() if "out_csr" in self._cache
-                               else torch.bincount(self._coo()[0], minlength=self._num_src))
+                               else count_index(self._coo()[0], self._num_src))
                 stats = stats_from_degrees(self.in_degree_counts(), out_degrees, self.num_edges)
             self._cache["stats"] = stats
         return self._cache["stats"]

@@ -173,10 +173,29 @@ def build_csr(rows: Tensor, cols: Tensor, num_rows: int) -> tuple[Tensor, Tensor
                                               cols.detach().contiguous().numpy(), num_rows)
         return torch.from_numpy(ptr), torch.from_numpy(cols_sorted), torch.from_numpy(perm)
     perm = torch.sort(rows, stable=True).indices
-    counts = torch.bincount(rows, minlength=num_rows)
+    counts = count_index(rows, num_rows)
     ptr = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
     torch.cumsum(counts, 0, out=ptr[1:])
     return ptr, cols[perm], perm
+
+
+def count_index(index: Tensor, size: int) -> Tensor:
+    """How often each of ``0..size-1`` occurs in ``index`` (int64 counts; entries already checked
+    to lie in that range): ``torch.bincount`` on the CPU, an ``index_add_`` of ones on a GPU.
+
+    Why: CUDA's ``bincount`` reads the largest entry back to size its output, so the host waits
+    until the device has run everything queued before it; a sampled block's degree counts did
+    that up to three times a mini-batch step. Integer sums are exact in any order, so both give
+    the same counts. Under ``torch.use_deterministic_algorithms`` (which flags CUDA's
+    ``index_add_``) it is ``bincount``."""
+    if index.device.type == "cpu" or torch.are_deterministic_algorithms_enabled():
+        return torch.bincount(index, minlength=size)
+    return _count_by_adding(index, size)
+
+
+def _count_by_adding(index: Tensor, size: int) -> Tensor:
+    """:func:`count_index` without a host wait on any device: ones added into zeros."""
+    return torch.zeros(size, dtype=torch.int64, device=index.device).index_add_(0, index, torch.ones_like(index))
 
 
 def build_both_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int):

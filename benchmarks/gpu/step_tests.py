@@ -46,14 +46,16 @@ class Part:
 
 PARTS = (
     Part("gpu-marked",
-         ("tests/test_triton_gpu.py", "tests/test_sampling_neighbor.py::test_gpu_blocks_equal_cpu_blocks"),
-         {}, share=0.5, workers=8),  # 13 tests, ~72 s of compiling and running in all
+         ("tests/test_triton_gpu.py", "tests/test_sampling_neighbor.py::test_gpu_blocks_equal_cpu_blocks",
+          "tests/test_graph.py::test_degree_counts_statistics_and_csr_on_a_gpu_equal_the_cpu_and_count_without_waiting"),
+         {}, share=0.5, workers=8),  # 14 tests, ~72 s of compiling and running in all
     Part("properties", ("tests/ops/test_device_backends.py", "tests/test_triton_kernels.py"),
          {"UNIGRAPH_TRITON_TUNING": "off"}, share=1.0, workers=8,
          dry_run_k="(test_fixed_graphs and bipartite and float16) or test_float32_matches_float64_reference"),
 )
 # every test file holding a mark.gpu test (the guard test greps for them)
-GPU_TEST_FILES = ("tests/test_triton_gpu.py", "tests/test_sampling_neighbor.py", "tests/ops/test_device_backends.py")
+GPU_TEST_FILES = ("tests/test_triton_gpu.py", "tests/test_sampling_neighbor.py", "tests/ops/test_device_backends.py",
+                  "tests/test_graph.py")
 TEST_TIMEOUT_S = {"gpu": 120, "dry_run": 300}
 STOP_GRACE_S = 10
 
