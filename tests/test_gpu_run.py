@@ -146,3 +146,29 @@ def test_the_host_profile_dry_run_reports_every_group(tmp_path):
     for group in ("gcn full batch", "gat full batch", "GraphSAGE mini-batch step", "GAT op forward+backward"):
         assert re.search(rf"^## {re.escape(group)}.*: [\d.]+ ms / step unprofiled", text, re.M), group
     assert text.count("### own time, per step") == text.count("### unigraph's functions, cumulative, per step") >= 8
+
+
+def test_the_ab_step_dry_run_times_both_variants_and_undoes_its_patch(tmp_path):
+    """``benchmarks/gpu/ab_step.py`` (a change beside its baseline on one GPU machine), as a dry run
+    in this process: both variants timed, the patch applied only around the patched steps."""
+    import torch.nn.functional as F
+    from benchmarks.gpu import ab_step
+    original, seen = F.cross_entropy, []
+
+    def recording(*args, **kwargs):
+        seen.append(1)
+        return original(*args, **kwargs)
+    ab_step.recording_for_test = recording
+    try:
+        out = tmp_path / "ab.md"
+        ab_step.main([str(out), "--dry-run", "--patch",
+                      "torch.nn.functional.cross_entropy=benchmarks.gpu.ab_step.recording_for_test"])
+    finally:
+        del ab_step.recording_for_test
+    assert F.cross_entropy is original and len(seen) == 2   # the patched variant's warm-up and timed step
+    text = out.read_text()
+    for variant in ("as is", "patched"):
+        assert re.search(rf"^\| {variant} \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", text, re.M), variant
+    assert "patched / as is" in text
+    with pytest.raises(SystemExit, match="no attribute"):
+        ab_step.main([str(out), "--dry-run", "--patch", "unigraph.graph.no_such=benchmarks.gpu.ab_step.bincount_count"])
