@@ -39,14 +39,23 @@ def test_a_stopped_rank_is_named_within_seconds(tmp_path):
 
 @needs_proc
 @pytest.mark.timeout(180)
-def test_a_rank_killed_by_a_signal_is_listed_before_the_peer_that_saw_it_die(tmp_path, monkeypatch):
-    """The launcher polls slowly (as on a loaded machine), so rank 0's end and rank 1's error about
-    it (raised after rank 0 died, not recognizably a lost peer) arrive in the same poll."""
+@pytest.mark.parametrize("late", ["before its check", "after its check"])
+def test_a_rank_killed_by_a_signal_is_listed_before_the_peer_that_saw_it_die(tmp_path, monkeypatch, late):
+    """The launcher's waits are slow (as on a loaded machine), so rank 0's end and rank 1's error
+    about it (raised after rank 0 died, not recognizably a lost peer) arrive in the same poll. Slow
+    after the check too (the launcher descheduled between a wait's check and the next poll: CI
+    load, 2026-11-27): rank 0 then dies, and rank 1 reports it, after a check that found rank 0
+    alive but before the wait returns, and its end must still be dated before rank 1's error."""
     real_wait = launch_module.wait_any
 
     def slow_wait(channels, processes, timeout):   # sees news only every 0.4 s
-        time.sleep(max(0.0, min(timeout, 0.4)))
-        return real_wait(channels, processes, 0)
+        pause = max(0.0, min(timeout, 0.4))
+        if late == "before its check":
+            time.sleep(pause)
+            return real_wait(channels, processes, 0)
+        news = real_wait(channels, processes, 0)
+        time.sleep(pause)
+        return news
 
     monkeypatch.setattr(launch_module, "wait_any", slow_wait)
     try:

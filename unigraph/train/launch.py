@@ -202,7 +202,7 @@ class _Job:
         self.nproc = nproc
         self.heartbeat_timeout = heartbeat_timeout
         self.last_heard: dict[int, float] = {}   # rank -> monotonic time of its last message (heartbeats included)
-        self.alive_at = time.time()              # when the last wait returned: ranks not seen ending were alive then
+        self.alive_at = time.time()              # when the last wait began: ranks it did not see end were alive then
         self.lifeline = Lifeline(context)
         self.processes: list = []
         self.channels: list[Channel] = []
@@ -249,10 +249,14 @@ class _Job:
     def _poll(self, seconds: float) -> None:
         """Wait up to ``seconds`` for news from any rank, and take it in."""
         running = [rank for rank in range(self.nproc) if rank not in self.exited]
+        # A rank this wait does not see end was alive when it began (a rank dead by then would be
+        # seen at once): a rank seen ending in the next wait is dated then, so that an error another
+        # rank raised about its end sorts after it (that rank's clock is this one's). Read before the
+        # wait, not after its return: the launcher may be descheduled between the two (a loaded
+        # machine), while the rank dies and its peer reports it.
+        began = time.time()
         readable, ended = wait_any(self.channels, [self.processes[rank] for rank in running], seconds)
-        # A rank seen ending now was alive when the previous wait returned: its end is dated then, so
-        # an error another rank raised about it later sorts after it (that rank's clock is this one's).
-        ended_after, self.alive_at = self.alive_at, time.time()
+        ended_after, self.alive_at = self.alive_at, began
         for channel in readable:
             self._receive(self.channels.index(channel))
         for rank in (running[index] for index in ended):
