@@ -41,6 +41,9 @@ setup() {
   if "${pip[@]}" --no-deps dgl==2.1.0 && "${pip[@]}" -e ".[dgl]"; then :; else
     say "DGL could not be installed; tests and benchmarks that compare with DGL will skip"
   fi
+  # numba compiles each kernel on its first call (seconds each): compile the common ones now, once
+  say "compiling the CPU kernels (unigraph precompile: ~1.5 min once; numba's cache keeps them)"
+  "$VENV/bin/unigraph" precompile || say "precompile failed: the kernels will compile on first use"
   rm -f "$VENV"/.unigraph-setup-*
   touch "$stamp"
 }

@@ -30,7 +30,7 @@ import sys
 
 import unigraph
 from unigraph.data.errors import DataFileError
-from unigraph import bench
+from unigraph import bench, precompile
 from unigraph.cli_common import USER_ERRORS, _int_list, _print_summary, check_files, spec_from_args
 from unigraph.cli_parser import Parser
 from unigraph.procs import exit_if_gloo_outlived
@@ -53,8 +53,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, 
     arguments)."""
     parser = Parser(prog="unigraph", description="unigraph: graph neural networks on the fastest "
                                      "kernels for your graph")
-    commands = parser.add_subparsers(dest="command", metavar="{train,partition,chunk,info,bench}")
+    commands = parser.add_subparsers(dest="command", metavar="{train,partition,chunk,info,bench,precompile}")
     commands.add_parser("info", help="print the kernels available here and the backend choice")
+    commands.add_parser("precompile", help="compile the CPU kernels now (numba), not on first use",
+                        description=precompile.__doc__.split("\n\n")[0])
     bench_parser = commands.add_parser("bench", help="time every backend (and DGL/PyG) on a graph",
                                        description=bench.__doc__.split("\n\n")[0])
     bench.add_arguments(bench_parser)
@@ -174,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "info":
         print(unigraph.info())
+        return 0
+    if args.command == "precompile":
+        precompile.precompile()
         return 0
     if args.command is None:
         parser.print_help()
