@@ -170,5 +170,10 @@ def test_the_ab_step_dry_run_times_both_variants_and_undoes_its_patch(tmp_path):
     for variant in ("as is", "patched"):
         assert re.search(rf"^\| {variant} \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", text, re.M), variant
     assert "patched / as is" in text
+    from unigraph.message_passing.base import MessagePassing
+    fast_path = MessagePassing.__dict__["_weighted_copy"]
+    ab_step.main([str(out), "--dry-run", "--step", "gcn", "--patch",   # a class's method, switched off
+                  "unigraph.message_passing.base.MessagePassing._weighted_copy=benchmarks.gpu.ab_step.no_fast_path"])
+    assert MessagePassing.__dict__["_weighted_copy"] is fast_path and "full-batch GCN" in out.read_text()
     with pytest.raises(SystemExit, match="no attribute"):
         ab_step.main([str(out), "--dry-run", "--patch", "unigraph.graph.no_such=benchmarks.gpu.ab_step.bincount_count"])
