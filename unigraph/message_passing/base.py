@@ -243,11 +243,7 @@ class MessagePassing(torch.nn.Module):
         otherwise. The trace is the one the fused path uses, cached under the same key (a function
         of the structure alone: :mod:`.purity`, ``key``: None where there is none); the plan is the
         fused path's."""
-        if key is None or _overrides(self, "aggregate"):
-            return None
-        found = self._returned_inputs.get(key)
-        if found is None:
-            found = self._returned_inputs[key] = _returned_input(self._trace(inputs, key))
+        found = self._trace_form(self._returned_inputs, key, inputs, _returned_input)
         if not found:
             return None
         x = next((value for name, _, value in inputs if name == found), None)
@@ -256,6 +252,17 @@ class MessagePassing(torch.nn.Module):
         out = ops.gspmm(g, "copy_u", self.aggr, u=x)
         self._copy_plan((key, self.aggr), inputs, who)
         return out
+
+    def _trace_form(self, forms: dict, key: tuple | None, inputs: list[tuple[str, str, Any]], reader) -> Any:
+        """``reader``'s verdict on the cached trace under ``key`` (kept in ``forms`` per key; falsy:
+        not that form), or None where no one-g-SpMM path applies (no cached trace, or ``aggregate``
+        overridden, which needs the messages)."""
+        if key is None or _overrides(self, "aggregate"):
+            return None
+        found = forms.get(key)
+        if found is None:
+            found = forms[key] = reader(self._trace(inputs, key))
+        return found
 
     def _weighted_copy(self, g: Graph, inputs: list[tuple[str, str, Any]], who: str,
                        key: tuple | None) -> Tensor | None:
@@ -268,11 +275,7 @@ class MessagePassing(torch.nn.Module):
         the interpreter's rules differ: the fused path decides); an error there leaves the call to
         the fused path, which falls back as it does. The plan is the fused path's, cached per key
         and ``aggr``. None otherwise."""
-        if key is None or _overrides(self, "aggregate"):
-            return None
-        found = self._weighted_inputs.get(key)
-        if found is None:
-            found = self._weighted_inputs[key] = _weighted_input(self._trace(inputs, key))
+        found = self._trace_form(self._weighted_inputs, key, inputs, _weighted_input)
         if not found:
             return None
         values = {name: value for name, _, value in inputs}
