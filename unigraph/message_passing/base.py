@@ -519,7 +519,7 @@ def _weighted_input(traced: Traced | str) -> tuple[str, str] | tuple[()]:
         return ()
     weight = program[column.args[0].index]
     operands = [program[a.index] for a in product.args]
-    if column not in operands:
+    if not any(operand is column for operand in operands):
         return ()
     source = operands[1] if operands[0] is column else operands[0]
     if weight.op != "placeholder" or weight.domain != E or source.op != "placeholder" or source.domain != U:
