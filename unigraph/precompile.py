@@ -4,13 +4,15 @@ numba compiles a kernel the first time it meets a new combination of argument ty
 second each, over a hundred combinations in a full training and test run) and keeps the machine
 code in its cache (``__pycache__`` beside the kernels, or ``NUMBA_CACHE_DIR``), from which later
 processes load it in milliseconds. ``unigraph precompile`` (``./dev.sh setup`` runs it) makes those
-first calls on tiny inputs, so that a first training step, a first test or a DataLoader worker does
-not stall on them: every g-SpMM op and reduce, g-SDDMM op, edge softmax and fused GAT attention,
+first calls on tiny inputs, so that a first training step or a first test does not stall on
+them: every g-SpMM op and reduce, g-SDDMM op, edge softmax and fused GAT attention,
 forward and backward, in float32 and float64, on the CSR kernels and on the small-graph lane, with
 the operand shapes layers pass (``[E]``, ``[E, 1]`` and ``[E, F]`` edge values beside ``[N, F]``
 nodes, ``[E, H, 1]`` beside ``[N, H, F]``); the layers (self-loops, normalization, dropout);
-neighbour sampling. Whatever it misses compiles on first use, as before; the results of every
-call are unchanged. Without numba there is nothing to compile.
+neighbour sampling. Whatever it misses compiles on first use, as before (so do the
+single-threaded twins a forked child, such as a DataLoader worker, runs:
+``unigraph.kernels.cpu.threads``); the results of every call are unchanged. Without numba there
+is nothing to compile.
 """
 from __future__ import annotations
 
