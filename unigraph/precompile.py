@@ -80,8 +80,8 @@ def _gspmm(graphs: dict) -> None:
                         for shape in edge_shapes if op != "copy_e" else edge_shapes[1:]:
                             w = (torch.rand(shape, dtype=dtype) + 0.5).requires_grad_()
                             _backward(ops.gspmm(g, op, reduce, None if op == "copy_e" else u, w, backend=backend))
-                        w = (torch.rand(e, 2, 1, dtype=dtype) + 0.5).requires_grad_()
-                        if op != "copy_e":
+                        if op != "copy_e":   # one weight per edge and head beside [N, H, F]
+                            w = (torch.rand(e, 2, 1, dtype=dtype) + 0.5).requires_grad_()
                             _backward(ops.gspmm(g, op, reduce, heads, w, backend=backend))
 
 

@@ -60,7 +60,7 @@ def _run(layer, g, x, w, fast: bool, monkeypatch):
         return out
     monkeypatch.setattr(base.MessagePassing, "_weighted_copy", spy)
     x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
-    out = layer(_graph(), x, w)
+    out = layer(g, x, w)
     grads = torch.autograd.grad(out.square().sum(), (x, w))
     monkeypatch.setattr(base.MessagePassing, "_weighted_copy", real_path)
     return out.detach(), grads, str(layer.explain()), taken

@@ -511,10 +511,7 @@ def _weighted_input(traced: Traced | str) -> tuple[str, str] | tuple[()]:
             column.op == "call_method" and isinstance(column.args[0], Ref)
             and (column.target, tuple(column.args[1:])) in _COLUMN_SHAPES):
         return ()
-    try:
-        multiplies = product.target in _MULTIPLY and product.op in ("call_method", "call_function")
-    except TypeError:   # an unhashable callable: not a product
-        multiplies = False
+    multiplies = product.target in _MULTIPLY and product.op in ("call_method", "call_function")   # (compared, not hashed)
     if not multiplies or len(product.args) != 2 or not all(isinstance(a, Ref) for a in product.args):
         return ()
     weight = program[column.args[0].index]
