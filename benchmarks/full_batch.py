@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 import unigraph
+from unigraph.benchmarking.peers import as_run_by
 from unigraph.benchmarking.timing import interleaved
 from unigraph.nn import dropout, projection
 
@@ -252,7 +253,7 @@ def train_interleaved(trainees: list[Trainee], epochs: int, warmup: int, log: Ca
         if log is not None and done["runs"] % (10 * len(trainees)) == 0:
             log(f"epoch {warmup + done['runs'] // len(trainees)}/{epochs}")
 
-    timings = interleaved({t.name: t.train_step for t in trainees}, epochs - warmup, warmup=warmup, sync=sync,
-                          after=lambda name: by_name[name].evaluate(), progress=progress)
+    timings = interleaved({t.name: as_run_by(t.name, t.train_step) for t in trainees}, epochs - warmup, warmup=warmup,
+                          sync=sync, after=lambda name: as_run_by(name, by_name[name].evaluate)(), progress=progress)
     return [{"impl": t.name, **timings[t.name].summary(), "test_acc": t.test_at_best_val, "best_val_acc": t.best_val}
             for t in trainees]

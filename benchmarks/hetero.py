@@ -40,6 +40,7 @@ from benchmarks.e2e import Trainee  # noqa: E402
 from benchmarks.environment import (add_out_argument, load_average, machine, out_dir, set_threads, versions,  # noqa: E402
                                     write_report)
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
+from unigraph.benchmarking.peers import as_run_by  # noqa: E402
 from unigraph.data import academic_graph  # noqa: E402
 from unigraph.models import RGCN  # noqa: E402
 
@@ -186,7 +187,7 @@ def run_model(name: str, ds, args, pyg, dgl) -> list[dict]:
         trainees.append(build())
     for epoch in range(args.epochs):
         for trainee in trainees:
-            trainee.step()
+            as_run_by(trainee.name, trainee.step)()
         if epoch % 20 == 0:
             print(f"[hetero] {name} epoch {epoch}: " + ", ".join(f"{t.name} {t.step_ms[-1]:.1f} ms" for t in trainees),
                   file=sys.stderr, flush=True)

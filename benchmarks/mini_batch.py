@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import unigraph
+from unigraph.benchmarking.peers import as_run_by
 from unigraph.benchmarking.timing import Timing, interleaved
 from unigraph.data import arxiv_like as arxiv_like_module
 from unigraph.sampling import NeighborSampler, NodeLoader
@@ -197,7 +198,7 @@ def run(pipelines: list[Pipeline], epochs: int, warmup_batches: int, log: Callab
     batches = pipelines[0].batches
     if any(p.batches != batches for p in pipelines):
         raise ValueError("every pipeline must run the same number of batches per epoch")
-    calls = {p.name: p.step for p in pipelines}
+    calls = {p.name: as_run_by(p.name, p.step) for p in pipelines}
     if warmup_batches:
         interleaved(calls, warmup_batches, warmup=0)
     for p in pipelines:

@@ -49,9 +49,11 @@ Rows: ``unigraph`` (unigraph's layer, ``auto`` backend, the call form the script
 dgl``: its graph, transforms, layers and DataLoader), the original library, and for PyG's
 full-batch examples the original model under
 ``torch.compile`` (what a PyG user gets without changing library; compilation happens in the
-warm-up steps and is not timed). Where the script's dropout is most of a step (the Cora
-examples, the mini-batch SAGE ports and ``user_arxiv``, where torch's dropout masks are most of
-the time every library shares), ``unigraph + its dropout`` is the documented one-line opt-in on top (``F.dropout`` ->
+warm-up steps and is not timed). The ``unigraph`` row's ``F.dropout`` draws torch's own masks
+with the faster kernel importing unigraph installs (``unigraph.torch_bernoulli``: the same bits);
+every other library's row runs with torch's kernel (``unigraph.benchmarking.peers``), as its
+users without unigraph do. Where the script's dropout is most of a step (the Cora
+examples, the mini-batch SAGE ports and ``user_arxiv``), ``unigraph + its dropout`` is the documented one-line opt-in on top (``F.dropout`` ->
 ``unigraph.nn.dropout.dropout``, ``nn.Dropout`` -> ``unigraph.nn.Dropout``, and for DGL's GATConv
 its ``feat_drop`` module: the same distribution, other masks); it is shown, not counted against
 the targets.
@@ -90,6 +92,7 @@ import unigraph  # noqa: E402
 from benchmarks.environment import add_out_argument, finish_arguments  # noqa: E402
 from benchmarks.peers import load_dgl, load_pyg  # noqa: E402
 from unigraph.benchmarking import environment, output  # noqa: E402
+from unigraph.benchmarking.peers import as_run_by  # noqa: E402
 from unigraph.benchmarking.timing import interleaved  # noqa: E402
 from unigraph.data import Planetoid, arxiv_like as arxiv_like_module, motif_graphs, planted_partition  # noqa: E402
 from unigraph.nn.dropout import dropout as unigraph_dropout  # noqa: E402
@@ -781,13 +784,14 @@ def run_rows(rows: list[Contestant], steps: int, sizes: Sizes) -> list[dict]:
     if len(by_name) != len(rows):
         raise ValueError(f"row names must be unique, got {[r.name for r in rows]}")
     warmup = min(sizes.warmup, steps - 1)
-    train = interleaved({r.name: own_random_stream(r.train_step, sizes.seed) for r in rows}, steps - warmup, warmup=warmup,
+    train = interleaved({r.name: as_run_by(r.library, own_random_stream(r.train_step, sizes.seed)) for r in rows},
+                        steps - warmup, warmup=warmup,
                         after=lambda name: by_name[name].after_step() if by_name[name].after_step else None)
-    evaluation = interleaved({r.name: r.eval_forward for r in rows}, sizes.eval_repeats, warmup=1)
+    evaluation = interleaved({r.name: as_run_by(r.library, r.eval_forward) for r in rows}, sizes.eval_repeats, warmup=1)
     out = []
     for r in rows:
         out.append({"impl": r.name, "library": r.library, "note": r.note, "train": train[r.name].summary(),
-                    "eval": evaluation[r.name].summary(), "score": round(float(r.score()), 4),
+                    "eval": evaluation[r.name].summary(), "score": round(float(as_run_by(r.library, r.score)()), 4),
                     "steps": steps, "warmup_steps": warmup})
     return out
 

@@ -42,7 +42,8 @@ def precompile(log: Callable[[str], None] = print) -> float:
         torch.manual_seed(0)
         graphs = {"small": _graph(*SMALL), "large": _graph(*LARGE)}
         for name, family in (("g-SpMM", _gspmm), ("g-SDDMM", _gsddmm), ("edge softmax and GAT attention", _attention),
-                             ("layers", _layers), ("neighbour sampling", _sampling)):
+                             ("layers", _layers), ("neighbour sampling", _sampling),
+                             ("torch's dropout masks", _torch_dropout)):
             start = time.perf_counter()
             family(graphs)
             log(f"compiled {name} in {time.perf_counter() - start:.1f} s")
@@ -126,6 +127,14 @@ def _layers(graphs: dict) -> None:
                 _backward(layer(g, x))
                 with torch.no_grad():
                     layer.eval()(g, x)
+
+
+def _torch_dropout(graphs: dict) -> None:
+    """``unigraph.torch_bernoulli``'s kernel, both precisions, drawn from a private generator (so
+    whether this process would take it, e.g. with other threads alive, does not matter)."""
+    from unigraph import torch_bernoulli
+    for dtype in DTYPES:
+        torch_bernoulli._draw(torch.empty(torch_bernoulli.MIN_ELEMENTS, dtype=dtype), 0.5, torch.Generator())
 
 
 def _sampling(graphs: dict) -> None:

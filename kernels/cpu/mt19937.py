@@ -1,0 +1,108 @@
+r"""torch's CPU Bernoulli draws, bit for bit, from its own Mersenne Twister state
+(``unigraph.torch_bernoulli``).
+
+torch's CPU ``bernoulli_(p)`` (the mask of ``F.dropout``) takes, element after element in memory
+order, one 64-bit number from the generator's MT19937 (two 32-bit outputs ``hi``, ``lo``: ``hi <<
+32 | lo``), keeps its low 53 bits ``v`` and writes ``v * 2^-53 < p``. Both sides scaled by ``2^53``
+exactly, that is the integer test ``v < ceil(p * 2^53)`` (``threshold``). torch runs this one
+element at a time through its generic serial loop (~16 ns an element here); this file makes the
+same numbers in blocks: the twist of all 624 state words (~0.6 ns a word), their tempering into a
+buffer, then the pairs of that buffer read as 64-bit words and compared (vectorized). The state is
+torch's: 624 words, ``left`` (torch decrements it before each output and twists at 0) and ``next``
+(the index of the next word), returned as torch would leave them.
+
+A pair never straddles two twists in the buffer: when the stream's position is odd at a block's
+end, the last word of the block moves to the front of the buffer and the next block is tempered
+after it. Serial by nature (each twist needs the last), so one thread: never more than torch's.
+No fast-math: integer work only.
+
+Only ``import``ed when numba is installed (``unigraph.kernels.cpu.numba_status``).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+N, M = 624, 397  # MT19937's state size and middle word
+# Constants are written in the functions as np.uint32/np.uint64 values: a module-level numpy
+# scalar reaches numba as a plain integer, and uint64 mixed with int64 computes in float64 (3x
+# slower here, and inexact above 2^53).
+
+
+@numba.njit(cache=True, boundscheck=False)
+def _twist(s):
+    """The next 624 state words, in place (the reference generator's three loops, branch-free)."""
+    upper, lower, matrix = np.uint32(0x80000000), np.uint32(0x7FFFFFFF), np.uint32(0x9908B0DF)
+    for k in range(N - M):
+        y = (s[k] & upper) | (s[k + 1] & lower)
+        s[k] = s[k + M] ^ (y >> np.uint32(1)) ^ ((np.uint32(0) - (s[k + 1] & np.uint32(1))) & matrix)
+    for k in range(N - M, N - 1):
+        y = (s[k] & upper) | (s[k + 1] & lower)
+        s[k] = s[k + M - N] ^ (y >> np.uint32(1)) ^ ((np.uint32(0) - (s[k + 1] & np.uint32(1))) & matrix)
+    y = (s[N - 1] & upper) | (s[0] & lower)
+    s[N - 1] = s[M - 1] ^ (y >> np.uint32(1)) ^ ((np.uint32(0) - (s[0] & np.uint32(1))) & matrix)
+
+
+@numba.njit(cache=True, boundscheck=False)
+def _temper(s, buf, offset):
+    """buf[offset + k] = the generator's output for state word k."""
+    for k in range(N):
+        y = s[k]
+        y ^= y >> np.uint32(11)
+        y ^= (y << np.uint32(7)) & np.uint32(0x9D2C5680)
+        y ^= (y << np.uint32(15)) & np.uint32(0xEFC60000)
+        y ^= y >> np.uint32(18)
+        buf[offset + k] = y
+
+
+@numba.njit(cache=True, boundscheck=False)
+def _compare_pairs(words64, pairs, threshold, out, first):
+    """out[first + j] = 1 if the j-th pair's 53-bit number is below ``threshold``, else 0. A pair
+    (``hi``, ``lo``) read as one little-endian 64-bit word is ``lo | hi << 32``: rotated by 32."""
+    low53, half = np.uint64((1 << 53) - 1), np.uint64(32)
+    for j in range(pairs):
+        x = words64[j]
+        v = ((x << half) | (x >> half)) & low53
+        out[first + j] = np.float32(1.0) if v < threshold else np.float32(0.0)  # a select, not a branch
+
+
+@numba.njit(cache=True, boundscheck=False)
+def bernoulli(state, left, next_, threshold, out):
+    """Fill the flat array ``out`` with torch's Bernoulli draws from the state (``state``: 624
+    uint32 words, updated in place; ``left``/``next_``: torch's counters). Returns torch's
+    ``(left, next)`` after the draws."""
+    n = out.size
+    buf = np.empty(N + 2, np.uint32)  # a carried odd word, then one tempered block (+1: even length)
+    words64 = buf.view(np.uint64)
+    done = 0
+    remaining = left - 1  # words of the current block not yet used: next_ .. N - 1
+    used = next_
+    if remaining > 0:
+        tempered = np.empty(N, np.uint32)
+        _temper(state, tempered, 0)
+        for k in range(remaining):
+            buf[k] = tempered[next_ + k]
+    carry = remaining
+    pairs = min(carry // 2, n)
+    _compare_pairs(words64, pairs, threshold, out, 0)
+    done += pairs
+    used += 2 * pairs
+    if done < n and carry % 2 == 1:
+        buf[0] = buf[carry - 1]
+        carry = 1
+    else:
+        carry = 0
+    while done < n:
+        _twist(state)
+        _temper(state, buf, carry)
+        total = N + carry
+        pairs = min(total // 2, n - done)
+        _compare_pairs(words64, pairs, threshold, out, done)
+        done += pairs
+        used = 2 * pairs - carry  # words of this block consumed
+        if total % 2 == 1 and done < n:
+            buf[0] = buf[N]
+            carry = 1
+        else:
+            carry = 0
+    return N - used + 1, used
