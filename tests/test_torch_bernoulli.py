@@ -26,7 +26,7 @@ def taken(monkeypatch):
     assert tb._agrees_with_torch()  # its own comparison with torch draws too: done before counting
     draw = tb._draw
     monkeypatch.setattr(tb, "_alone", lambda: True)
-    monkeypatch.setattr(tb, "_draw", lambda *a: (sizes.append(a[0].numel()), draw(*a)))
+    monkeypatch.setattr(tb, "_draw", lambda *a: (sizes.append(a[0].numel()), draw(*a))[1])
     return sizes
 
 
@@ -131,12 +131,44 @@ def test_threads_known_never_to_draw_leave_it_on(monkeypatch):
             thread.join()
 
 
+def test_torch_compiles_worker_threads_leave_it_on():
+    """A process that compiled anything keeps inductor's compile pool alive (the benchmark's
+    compiled rows turned the faster draw off for every later row before these threads were known)."""
+    from torch._inductor.async_compile import AsyncCompile
+    pool = AsyncCompile.pool()
+    pool.submit(lambda: None).result()
+    assert tb._compile_workers() and tb._compile_workers() <= set(threading.enumerate())
+    assert tb._alone() or any(t not in tb._compile_workers() and t is not threading.current_thread()
+                              and t.name not in tb.QUIET_THREADS for t in threading.enumerate())
+
+
 def test_the_quiet_threads_are_the_ones_unigraph_starts():
     import pathlib
     import unigraph
     source = "".join(p.read_text() for p in pathlib.Path(unigraph.__file__).parent.rglob("*.py"))
     for name in tb.QUIET_THREADS:
         assert f'name="{name}"' in source, name
+
+
+def test_a_state_set_by_hand_with_counters_torch_never_leaves_goes_to_torch(taken):
+    """The kernel reads state words by ``left``/``next`` unchecked: counters that torch's own draws
+    never leave (next + left - 1 != 624) are not followed; torch's kernel draws instead (it reads
+    words 5 .. 618 of the block, then twists)."""
+    g = torch.Generator().manual_seed(8)
+    torch.rand(10, generator=g)
+    state = g.get_state()
+    state.numpy()[tb._NEXT] = 5   # next 5 with left 615 (10 drawn): not a position torch reaches
+    results = []
+    for ours in (True, False):
+        g.set_state(state)
+        out = torch.empty(tb.MIN_ELEMENTS)
+        if ours:
+            out.bernoulli_(0.5, generator=g)
+        else:
+            tb._original.call_boxed(CPU, out, 0.5, generator=g)
+        results.append((out, g.get_state()))
+    _assert_same(*results)
+    assert taken == [tb.MIN_ELEMENTS]   # _draw was asked and declined
 
 
 def test_a_probability_outside_0_1_raises_torchs_error():

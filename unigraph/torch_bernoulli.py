@@ -32,6 +32,7 @@ import contextlib
 import importlib.util
 import math
 import os
+import sys
 import threading
 import warnings
 
@@ -101,7 +102,8 @@ def _kernel(keyset, self, p=0.5, generator=None):
     if not _takes(self, p, generator) or not _agrees_with_torch():
         return _original.call_boxed(keyset, self, p, generator=generator)
     with _lock:
-        _draw(self, p, generator if generator is not None else torch.default_generator)
+        if not _draw(self, p, generator if generator is not None else torch.default_generator):
+            return _original.call_boxed(keyset, self, p, generator=generator)
     return self
 
 
@@ -112,8 +114,9 @@ def _takes(self, p, generator) -> bool:
 
 
 # Threads known never to draw random numbers: unigraph's watchers (a launched rank's parent watch,
-# the memory monitors) and tqdm's monitor. Any other live thread might draw between our read and
-# write of the generator's state, which torch's kernel, holding the generator's lock, excludes.
+# the memory monitors), tqdm's monitor and torch.compile's compile workers. Any other live thread
+# might draw between our read and write of the generator's state, which torch's kernel, holding
+# the generator's lock, excludes.
 QUIET_THREADS = frozenset({"unigraph-parent-watch", "unigraph-memory", "unigraph-peak-memory"})
 
 
@@ -121,19 +124,36 @@ def _alone() -> bool:
     """No other Python thread could draw from the generator between our read and write of it."""
     if threading.active_count() == 1:
         return True
-    current = threading.current_thread()
-    return all(t is current or t.name in QUIET_THREADS or type(t).__module__ == "tqdm._monitor"
+    current, compiling = threading.current_thread(), _compile_workers()
+    return all(t is current or t.name in QUIET_THREADS or type(t).__module__ == "tqdm._monitor" or t in compiling
                for t in threading.enumerate())
 
 
-def _draw(self, p: float, generator: torch.Generator) -> None:
-    """``self``'s Bernoulli(p) draws from ``generator``, torch's numbers, its state advanced."""
+def _compile_workers() -> frozenset:
+    """The threads of torch.compile's compile pool (inductor's ``AsyncCompile.pool``, kept alive
+    after a process's first compilation): they generate and build code and never draw. Found
+    through torch's internals; where those differ, none are known and torch's kernel runs."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    pool = getattr(getattr(async_compile, "AsyncCompile", None), "pool", None)
+    if pool is None or not hasattr(pool, "cache_info") or pool.cache_info().currsize == 0:
+        return frozenset()
+    return frozenset(getattr(pool(), "_threads", ()))
+
+
+def _draw(self, p: float, generator: torch.Generator) -> bool:
+    """``self``'s Bernoulli(p) draws from ``generator``, torch's numbers, its state advanced;
+    False (nothing drawn) for a state whose counters are not the ones torch's own draws leave
+    (one set by hand with ``set_state``): the kernel reads words by them, unchecked."""
     import numpy as np
     from unigraph.kernels.cpu import mt19937
     state = generator.get_state()
     raw = state.numpy()
+    if raw.size != _STATE_BYTES:
+        return False
     left = int(raw[_LEFT:_LEFT + 4].view(np.int32)[0])
     next_ = int(raw[_NEXT:_NEXT + 8].view(np.uint64)[0])
+    if not (left == 1 or (2 <= left <= mt19937.N and next_ == mt19937.N - left + 1)):
+        return False
     words = raw[_WORDS:_WORDS + 8 * mt19937.N].view(np.uint64).astype(np.uint32)
     threshold = np.uint64(math.ceil(p * 2.0 ** 53))  # v < p * 2^53 for the integer v (exact scaling)
     left, next_ = mt19937.bernoulli(words, left, next_, threshold, self.detach().view(-1).numpy())
@@ -142,6 +162,7 @@ def _draw(self, p: float, generator: torch.Generator) -> None:
     after[_NEXT:_NEXT + 8].view(np.uint64)[0] = next_
     after[_WORDS:_WORDS + 8 * mt19937.N].view(np.uint64)[:] = words
     generator.set_state(torch.from_numpy(after))
+    return True
 
 
 def _agrees_with_torch() -> bool:
@@ -168,12 +189,10 @@ def _compare() -> str | None:
                 g = torch.Generator().manual_seed(1234 + before)
                 torch.rand(before, generator=g)
                 out = torch.empty(length, dtype=dtype)
-                if ours:
-                    if g.get_state().numel() != _STATE_BYTES:
-                        return f"generator state of {g.get_state().numel()} bytes, not {_STATE_BYTES}"
-                    _draw(out, p, g)
-                else:
+                if not ours:
                     _original.call_boxed(cpu_keys, out, p, generator=g)
+                elif not _draw(out, p, g):
+                    return f"a generator state of {g.get_state().numel()} bytes, or counters not torch's"
                 drawn.append((out, g.get_state(), torch.rand(3, generator=g)))
             (a, state_a, next_a), (b, state_b, next_b) = drawn
             if not (torch.equal(a, b) and torch.equal(state_a, state_b) and torch.equal(next_a, next_b)):
