@@ -43,6 +43,20 @@ def _drawn(length, dtype, p, before, seed, ours):
     return out, g.get_state(), torch.rand(5, generator=g)
 
 
+def _ours_and_torchs(generator, make, p):
+    """(draws, the generator's state after) through the operator and through torch's own kernel,
+    each from a fresh ``generator()`` into a fresh ``make()``."""
+    results = []
+    for ours in (True, False):
+        g, out = generator(), make()
+        if ours:
+            out.bernoulli_(p, generator=g)
+        else:
+            tb._original.call_boxed(CPU, out, p, generator=g)
+        results.append((out, g.get_state()))
+    return results
+
+
 def _assert_same(a, b):
     for x, y in zip(a, b):
         assert torch.equal(x, y)
@@ -87,17 +101,7 @@ def _fallback_cases():
 @pytest.mark.parametrize("case", list(_fallback_cases()))
 def test_cases_it_does_not_take_are_torchs_own(case, monkeypatch):
     monkeypatch.setattr(tb, "_draw", lambda *a: pytest.fail("the fast path was taken"))
-    make = _fallback_cases()[case]
-    results = []
-    for ours in (True, False):
-        g = torch.Generator().manual_seed(3)
-        out = make()
-        if ours:
-            out.bernoulli_(0.3, generator=g)
-        else:
-            tb._original.call_boxed(CPU, out, 0.3, generator=g)
-        results.append((out, g.get_state()))
-    _assert_same(*results)
+    _assert_same(*_ours_and_torchs(lambda: torch.Generator().manual_seed(3), _fallback_cases()[case], 0.3))
 
 
 def test_bypassed_inside_enabled_false_and_while_another_thread_lives(monkeypatch):
@@ -158,16 +162,7 @@ def test_a_state_set_by_hand_with_counters_torch_never_leaves_goes_to_torch(take
     torch.rand(10, generator=g)
     state = g.get_state()
     state.numpy()[tb._NEXT] = 5   # next 5 with left 615 (10 drawn): not a position torch reaches
-    results = []
-    for ours in (True, False):
-        g.set_state(state)
-        out = torch.empty(tb.MIN_ELEMENTS)
-        if ours:
-            out.bernoulli_(0.5, generator=g)
-        else:
-            tb._original.call_boxed(CPU, out, 0.5, generator=g)
-        results.append((out, g.get_state()))
-    _assert_same(*results)
+    _assert_same(*_ours_and_torchs(lambda: g.set_state(state) or g, lambda: torch.empty(tb.MIN_ELEMENTS), 0.5))
     assert taken == [tb.MIN_ELEMENTS]   # _draw was asked and declined
 
 
