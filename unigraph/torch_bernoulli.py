@@ -49,7 +49,6 @@ _library = None           # the torch.library registration, while installed
 _original = None          # torch's own CPU kernel
 _enabled = True
 _checked: bool | None = None   # None: not yet compared with torch's; then the verdict
-_lock = threading.Lock()
 
 
 def install() -> bool:
@@ -99,12 +98,11 @@ def enabled(flag: bool):
 
 
 def _kernel(keyset, self, p=0.5, generator=None):
-    if not _takes(self, p, generator) or not _agrees_with_torch():
-        return _original.call_boxed(keyset, self, p, generator=generator)
-    with _lock:
-        if not _draw(self, p, generator if generator is not None else torch.default_generator):
-            return _original.call_boxed(keyset, self, p, generator=generator)
-    return self
+    # no lock of our own: _takes requires that no other thread that might draw is alive
+    if (_takes(self, p, generator) and _agrees_with_torch()
+            and _draw(self, p, generator if generator is not None else torch.default_generator)):
+        return self
+    return _original.call_boxed(keyset, self, p, generator=generator)
 
 
 def _takes(self, p, generator) -> bool:
