@@ -209,3 +209,35 @@ def test_on_a_gpu_dropout_is_torchs_own_kernel(monkeypatch):
                 results.append((y.detach(), leaf.grad))
             (y1, g1), (y2, g2) = results
             assert torch.equal(y1, y2) and torch.equal(g1, g2)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 2 * (1 << 14) - 1, 2 * (1 << 14), 2 * (1 << 14) + 3, 5 * (1 << 14) + 7])
+def test_counter_kernel_is_its_documented_mapping(n):
+    """Each element's multiplier is the documented function of (key, position): a numpy reference
+    of the block layout (pairs' low bits for a block's first half, high bits for its second, the
+    odd block's middle element on one more pair), so a faster loop cannot change a mask."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("numba")
+    from unigraph.kernels.counter_rng import GOLDEN, MIX1, MIX2
+    from unigraph.kernels.cpu import dropout as kernels
+
+    def mix64(z):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(MIX1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(MIX2)
+        return z ^ (z >> np.uint64(31))
+
+    key, threshold, scale = np.uint64(0x0123456789ABCDEF), np.uint64(3 << 30), 4.0
+    expected = np.empty(n, np.float64)
+    block = 2 * kernels.PAIRS_PER_BLOCK
+    for first in range(0, n, block):
+        size = min(block, n - first)
+        half = (size + 1) // 2
+        pairs = np.arange(first // 2, first // 2 + half, dtype=np.uint64)
+        bits = mix64(key + pairs * np.uint64(GOLDEN))
+        expected[first:first + half] = np.where((bits & np.uint64(0xFFFFFFFF)) >= threshold, scale, 0.0)
+        high = np.where((bits >> np.uint64(32)) >= threshold, scale, 0.0)
+        expected[first + half:first + size] = high[:size - half]
+    a = np.linspace(-2.0, 3.0, n)
+    out = np.empty(n, np.float64)
+    kernels.masked(kernels.SCALE, a, out, out, key, threshold, scale)
+    np.testing.assert_array_equal(out, a * expected)
