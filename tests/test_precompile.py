@@ -21,7 +21,7 @@ def test_the_command_compiles_each_family_in_both_precisions_and_keeps_the_rando
     assert torch.equal(torch.rand(3), expected)   # the caller's random stream, as it was
     lines = capsys.readouterr().out.splitlines()
     for family in ("g-SpMM", "g-SDDMM", "edge softmax and GAT attention", "layers", "neighbour sampling",
-                   "torch's dropout masks"):
+                   "torch's dropout"):
         assert any(line.startswith(f"compiled {family} in ") for line in lines), family
     assert lines[-1].startswith("done in ")
     from unigraph.kernels.cpu import coo, gat, softmax, spmm
@@ -30,8 +30,10 @@ def test_the_command_compiles_each_family_in_both_precisions_and_keeps_the_rando
         arrays = {str(argument) for signature in kernel.signatures for argument in signature}
         assert {"array(float32, 2d, C)", "array(float64, 2d, C)"} <= arrays, kernel
     from unigraph.kernels.cpu import mt19937
-    arrays = {str(argument) for signature in mt19937.bernoulli.signatures for argument in signature}
-    assert {"array(float32, 1d, C)", "array(float64, 1d, C)"} <= arrays
+    from unigraph.kernels.cpu import dropout
+    for kernel in (mt19937.bernoulli, mt19937.dropout, dropout._scale_kept):
+        arrays = {str(argument) for signature in kernel.signatures for argument in signature}
+        assert {"array(float32, 1d, C)", "array(float64, 1d, C)"} <= arrays, kernel
 
 
 def test_without_numba_nothing_is_compiled_and_the_reason_is_given(monkeypatch):

@@ -21,13 +21,22 @@ CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 @pytest.fixture
 def taken(monkeypatch):
-    """The sizes the fast path drew, with other threads (the suite's, if any) out of the way."""
+    """The sizes the fast path drew, with other threads (the suite's, if any) out of the way, and
+    F.dropout's own one-pass kernel (``unigraph.torch_dropout``, tested there) uninstalled: here
+    its masks come from ``bernoulli_``."""
+    from unigraph import torch_dropout
+    torch_dropout.uninstall()
+    yield from _taken(monkeypatch)
+    assert torch_dropout.install()
+
+
+def _taken(monkeypatch):
     sizes = []
     assert tb._agrees_with_torch()  # its own comparison with torch draws too: done before counting
     draw = tb._draw
     monkeypatch.setattr(tb, "_alone", lambda: True)
     monkeypatch.setattr(tb, "_draw", lambda *a: (sizes.append(a[0].numel()), draw(*a))[1])
-    return sizes
+    yield sizes
 
 
 def _drawn(length, dtype, p, before, seed, ours):

@@ -14,8 +14,8 @@ from unigraph import _openmp
 # unigraph/_openmp.py); this notes what torch's libgomp reads, for benchmark reports.
 _openmp.note_import()
 
-from unigraph import torch_bernoulli as _torch_bernoulli  # torch's CPU dropout masks, the same bits sooner
-_torch_bernoulli.install()  # (off: UNIGRAPH_TORCH_BERNOULLI=0)
+from unigraph import torch_dropout as _torch_dropout  # torch's CPU dropout, the same bits sooner
+_torch_dropout.install()  # and its bernoulli_ (off: UNIGRAPH_TORCH_BERNOULLI=0)
 
 from unigraph.graph import DegreeStats
 from unigraph.user_graph import Graph

@@ -43,7 +43,7 @@ def precompile(log: Callable[[str], None] = print) -> float:
         graphs = {"small": _graph(*SMALL), "large": _graph(*LARGE)}
         for name, family in (("g-SpMM", _gspmm), ("g-SDDMM", _gsddmm), ("edge softmax and GAT attention", _attention),
                              ("layers", _layers), ("neighbour sampling", _sampling),
-                             ("torch's dropout masks", _torch_dropout)):
+                             ("torch's dropout", _torch_dropout)):
             start = time.perf_counter()
             family(graphs)
             log(f"compiled {name} in {time.perf_counter() - start:.1f} s")
@@ -130,11 +130,21 @@ def _layers(graphs: dict) -> None:
 
 
 def _torch_dropout(graphs: dict) -> None:
-    """``unigraph.torch_bernoulli``'s kernel, both precisions, drawn from a private generator (so
-    whether this process would take it, e.g. with other threads alive, does not matter)."""
+    """``unigraph.torch_bernoulli``'s and ``unigraph.torch_dropout``'s kernels, both precisions,
+    drawn from a private generator (so whether this process would take them, e.g. with other
+    threads alive, does not matter), and the dropout's backward product."""
+    import numpy as np
     from unigraph import torch_bernoulli
+    from unigraph.kernels.cpu import dropout, mt19937, threads_for
     for dtype in DTYPES:
-        torch_bernoulli._draw(torch.empty(torch_bernoulli.MIN_ELEMENTS, dtype=dtype), 0.5, torch.Generator())
+        n = torch_bernoulli.MIN_ELEMENTS
+        torch_bernoulli._draw(torch.empty(n, dtype=dtype), 0.5, torch.Generator())
+        src, keep = torch.zeros(n, dtype=dtype).numpy(), np.zeros(n, np.uint8)
+        out, value = np.empty_like(src), src.dtype.type(2.0)
+        torch_bernoulli.with_state(torch.Generator(), lambda words, left, next_: mt19937.dropout(
+            words, left, next_, torch_bernoulli.threshold(0.5), src, out, keep, value))
+        with threads_for(n):
+            dropout.scale_kept(keep, src, out, value)
 
 
 def _sampling(graphs: dict) -> None:

@@ -140,8 +140,25 @@ def _compile_workers() -> frozenset:
 
 def _draw(self, p: float, generator: torch.Generator) -> bool:
     """``self``'s Bernoulli(p) draws from ``generator``, torch's numbers, its state advanced;
-    False (nothing drawn) for a state whose counters are not the ones torch's own draws leave
-    (one set by hand with ``set_state``): the kernel reads words by them, unchecked."""
+    False (nothing drawn) where :func:`with_state` declines the state."""
+    from unigraph.kernels.cpu import mt19937
+    out = self.detach().view(-1).numpy()
+    return with_state(generator, lambda words, left, next_: mt19937.bernoulli(words, left, next_, threshold(p), out))
+
+
+def threshold(p: float):
+    """``v < p * 2^53`` for torch's 53-bit integer ``v``, as the integer test ``v < ceil(p * 2^53)``
+    (exact: scaling by a power of two)."""
+    import numpy as np
+    return np.uint64(math.ceil(p * 2.0 ** 53))
+
+
+def with_state(generator: torch.Generator, run) -> bool:
+    """Run ``run(words, left, next_) -> (left, next_)`` on ``generator``'s Mersenne Twister state
+    (624 uint32 words, updated in place by ``run``; torch's counters) and write the state back as
+    torch leaves it. False (nothing run) for a state of another layout, or counters that torch's
+    own draws never leave (one set by hand with ``set_state``): the kernels read words by them,
+    unchecked. The caller holds the generator alone (:func:`fast_draws_allowed`)."""
     import numpy as np
     from unigraph.kernels.cpu import mt19937
     state = generator.get_state()
@@ -153,14 +170,19 @@ def _draw(self, p: float, generator: torch.Generator) -> bool:
     if not (left == 1 or (2 <= left <= mt19937.N and next_ == mt19937.N - left + 1)):
         return False
     words = raw[_WORDS:_WORDS + 8 * mt19937.N].view(np.uint64).astype(np.uint32)
-    threshold = np.uint64(math.ceil(p * 2.0 ** 53))  # v < p * 2^53 for the integer v (exact scaling)
-    left, next_ = mt19937.bernoulli(words, left, next_, threshold, self.detach().view(-1).numpy())
+    left, next_ = run(words, left, next_)
     after = raw.copy()
     after[_LEFT:_LEFT + 4].view(np.int32)[0] = left
     after[_NEXT:_NEXT + 8].view(np.uint64)[0] = next_
     after[_WORDS:_WORDS + 8 * mt19937.N].view(np.uint64)[:] = words
     generator.set_state(torch.from_numpy(after))
     return True
+
+
+def fast_draws_allowed() -> bool:
+    """Whether a faster draw may run now: :func:`enabled`, no other thread that might draw alive,
+    and the kernel agreed with torch's (checked once)."""
+    return _enabled and _alone() and _agrees_with_torch()
 
 
 def _agrees_with_torch() -> bool:

@@ -112,3 +112,22 @@ _KERNELS = {SCALE: "_scale", MASK: "_mask", RELU: "_relu", RELU_BACKWARD: "_relu
 def masked(mode, a, b, dst, key, threshold, scale):
     """dst[i] = the ``mode`` rule of (a[i], b[i], multiplier i) (see :func:`_masked`)."""
     globals()[_KERNELS[mode]](a, b, dst, key, threshold, scale)
+
+
+@parallel_kernel()
+def _scale_kept(keep, a, dst, scale):
+    n = dst.size
+    zero = scale - scale
+    block = 2 * PAIRS_PER_BLOCK
+    for index in prange((n + block - 1) // block):
+        first = index * block
+        end = min(first + block, n)
+        kept, src, out = keep[first:end], a[first:end], dst[first:end]   # views: the loop vectorizes
+        for j in range(end - first):
+            out[j] = src[j] * (scale if kept[j] != 0 else zero)
+
+
+def scale_kept(keep, a, dst, scale):
+    """dst[i] = a[i] * (scale if keep[i] else 0), an IEEE product (a NaN stays NaN): torch's
+    dropout product from a stored uint8 mask (``unigraph.torch_dropout``), flat arrays of one size."""
+    globals()["_scale_kept"](keep, a, dst, scale)

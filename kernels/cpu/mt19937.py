@@ -44,33 +44,45 @@ def _twist(s):
 
 
 @numba.njit(cache=True, boundscheck=False)
-def _temper(s, buf, offset):
-    """buf[offset + k] = the generator's output for state word k."""
+def _temper(s, buf):
+    """buf[k] = the generator's output for state word k (``buf`` a view: with an offset added to
+    its index, LLVM could not show the stores miss ``s`` and kept the loop scalar)."""
     for k in range(N):
         y = s[k]
         y ^= y >> np.uint32(11)
         y ^= (y << np.uint32(7)) & np.uint32(0x9D2C5680)
         y ^= (y << np.uint32(15)) & np.uint32(0xEFC60000)
         y ^= y >> np.uint32(18)
-        buf[offset + k] = y
+        buf[k] = y
 
 
-@numba.njit(cache=True, boundscheck=False)
-def _compare_pairs(words64, pairs, threshold, out, first):
-    """out[first + j] = 1 if the j-th pair's 53-bit number is below ``threshold``, else 0. A pair
-    (``hi``, ``lo``) read as one little-endian 64-bit word is ``lo | hi << 32``: rotated by 32."""
+BERNOULLI, DROPOUT = 0, 1  # what a draw writes (``_compare_pairs``)
+
+
+@numba.njit(cache=True, boundscheck=False, inline="always")
+def _compare_pairs(mode, words64, threshold, src, out, keep, scale):
+    """Pair ``j``'s 53-bit number below ``threshold`` (a pair ``hi``, ``lo`` read as one
+    little-endian 64-bit word is ``lo | hi << 32``: rotated by 32) is a kept element: ``BERNOULLI``
+    writes ``out[j]`` 1 or 0; ``DROPOUT`` writes ``out[j] = src[j] * m`` with ``m`` ``scale`` or 0
+    (an IEEE product: a dropped NaN or inf gives NaN, as torch's ``input * noise``) and
+    ``keep[j]``. Every array a view of this block's elements (vectorizes; see ``_temper``)."""
     low53, half = np.uint64((1 << 53) - 1), np.uint64(32)
-    for j in range(pairs):
+    zero = scale - scale
+    for j in range(out.size):
         x = words64[j]
         v = ((x << half) | (x >> half)) & low53
-        out[first + j] = np.float32(1.0) if v < threshold else np.float32(0.0)  # a select, not a branch
+        if mode == BERNOULLI:
+            out[j] = scale if v < threshold else zero  # a select, not a branch
+        else:
+            out[j] = src[j] * (scale if v < threshold else zero)
+            keep[j] = np.uint8(1) if v < threshold else np.uint8(0)
 
 
-@numba.njit(cache=True, boundscheck=False)
-def bernoulli(state, left, next_, threshold, out):
-    """Fill the flat array ``out`` with torch's Bernoulli draws from the state (``state``: 624
-    uint32 words, updated in place; ``left``/``next_``: torch's counters). Returns torch's
-    ``(left, next)`` after the draws."""
+@numba.njit(cache=True, boundscheck=False, inline="always")
+def _draws(mode, state, left, next_, threshold, src, out, keep, scale):
+    """The element after element draws of torch's ``bernoulli_`` from the state (``state``: 624
+    uint32 words, updated in place; ``left``/``next_``: torch's counters), written by ``mode``
+    (``_compare_pairs``) into flat arrays. Returns torch's ``(left, next)`` after the draws."""
     n = out.size
     buf = np.empty(N + 2, np.uint32)  # a carried odd word, then one tempered block (+1: even length)
     words64 = buf.view(np.uint64)
@@ -79,12 +91,12 @@ def bernoulli(state, left, next_, threshold, out):
     used = next_
     if remaining > 0:
         tempered = np.empty(N, np.uint32)
-        _temper(state, tempered, 0)
+        _temper(state, tempered)
         for k in range(remaining):
             buf[k] = tempered[next_ + k]
     carry = remaining
     pairs = min(carry // 2, n)
-    _compare_pairs(words64, pairs, threshold, out, 0)
+    _compare_pairs(mode, words64[:pairs], threshold, src[:pairs], out[:pairs], keep[:pairs], scale)
     done += pairs
     used += 2 * pairs
     if done < n and carry % 2 == 1:
@@ -94,11 +106,12 @@ def bernoulli(state, left, next_, threshold, out):
         carry = 0
     while done < n:
         _twist(state)
-        _temper(state, buf, carry)
+        _temper(state, buf[carry:carry + N])
         total = N + carry
         pairs = min(total // 2, n - done)
-        _compare_pairs(words64, pairs, threshold, out, done)
-        done += pairs
+        end = done + pairs
+        _compare_pairs(mode, words64[:pairs], threshold, src[done:end], out[done:end], keep[done:end], scale)
+        done = end
         used = 2 * pairs - carry  # words of this block consumed
         if total % 2 == 1 and done < n:
             buf[0] = buf[N]
@@ -106,3 +119,18 @@ def bernoulli(state, left, next_, threshold, out):
         else:
             carry = 0
     return N - used + 1, used
+
+
+@numba.njit(cache=True, boundscheck=False)
+def bernoulli(state, left, next_, threshold, out):
+    """Fill the flat array ``out`` with torch's Bernoulli draws (1 or 0) from the state, as
+    :func:`_draws`. Returns torch's ``(left, next)`` after the draws."""
+    return _draws(BERNOULLI, state, left, next_, threshold, out, out, np.empty(0, np.uint8), 1.0)
+
+
+@numba.njit(cache=True, boundscheck=False)
+def dropout(state, left, next_, threshold, src, out, keep, scale):
+    """torch's CPU ``F.dropout`` in one pass: the draws of ``bernoulli_(1 - p)`` (``threshold``
+    from ``1 - p``) from the state, ``out = src * (scale if kept else 0)`` and ``keep`` (uint8)
+    the mask; flat arrays of one size. Returns torch's ``(left, next)`` after the draws."""
+    return _draws(DROPOUT, state, left, next_, threshold, src, out, keep, scale)
