@@ -264,14 +264,14 @@ def test_the_comparison_with_torch_passes_here_and_keeps_the_callers_stream():
     assert torch.equal(torch.rand(4), expected)
 
 
-def test_the_environment_switch_leaves_torchs_dropout_alone():
-    code = "import unigraph, unigraph.torch_dropout as td; print(td.installed())"
+def test_the_environment_switch_leaves_both_of_torchs_kernels_alone():
+    code = "import unigraph, unigraph.torch_bernoulli as tb, unigraph.torch_dropout as td; print(tb.installed(), td.installed())"
     out = {}
     for value in ("0", "1"):
         env = dict(os.environ, UNIGRAPH_TORCH_BERNOULLI=value)
         out[value] = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True).stdout.strip()
-    assert out == {"0": "False", "1": "True"}
+    assert out == {"0": "False False", "1": "True True"}
 
 
 def test_install_is_idempotent_and_uninstall_restores_torch():

@@ -36,7 +36,6 @@ import torch.autograd.forward_ad as _forward_ad
 
 from unigraph import torch_bernoulli
 
-OP = "aten::dropout"
 # Below it torch's three passes cost no more: their tensors come back from glibc's heap without
 # faults, and the one pass saves only two cheap parallel passes against ~0.1 ms of Python a call
 # (fwd + bwd measured, 2 threads: 0.64x at 43k elements, 1.07x at 1M, 1.36x at 2M, 2.9x at 10M).
@@ -56,12 +55,7 @@ def install() -> bool:
         return True
     if not torch_bernoulli.install():
         return False
-    _original = torch.library.get_kernel(OP, _KEY)
-    library = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # "overriding a previously registered kernel": the point
-        library.impl("dropout", _kernel, _KEY, with_keyset=True)
-    _library = library
+    _library, _original = torch_bernoulli.override("dropout", _kernel, _KEY)
     return True
 
 
@@ -79,7 +73,7 @@ def installed() -> bool:
 
 def _kernel(keyset, input, p, train):
     if _takes(input, p, train) and torch_bernoulli.fast_draws_allowed() and _agrees_with_torch():
-        if input.requires_grad or _forward_ad._current_level >= 0:   # a node, or a tangent, to keep
+        if input.requires_grad or getattr(_forward_ad, "_current_level", 0) >= 0:   # a node, or a tangent, to keep
             return _Dropout.apply(input, p)
         return _values(input, p)[0]
     return _original.call_boxed(keyset, input, p, train)

@@ -5,6 +5,7 @@ and kernels still run in a child forked after numba's pool started (numba's GNU 
 terminates such a child on its first parallel kernel: the serial twins run there)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -57,12 +58,28 @@ def _every_kernel(g: Graph, width: int) -> list[torch.Tensor]:
              ops.edge_softmax(g, e, backend="numba"), ops.gat_attention(g, h, el, er, backend="numba"),
              dropout(u, 0.5), relu_dropout(u, 0.5), keep_mask((m, 4), 0.5, u),
              aggregate(g.src, g.dst, u, None, n, True), aggregate(g.src, g.dst, u, w.view(-1), n, True)]
+    with _one_pass_dropout():
+        # torch's own, in one pass at any size here; times u so that its backward gets a contiguous
+        # gradient (sum's is expanded: torch's product takes that one)
+        outs.append(torch.nn.functional.dropout(u, 0.5) * u)
     sum(out.sum() for out in outs).backward()
     samples = []
     for num_threads in (1, None, 2):
         batch = NeighborSampler([3, 3], path="numba", num_threads=num_threads).sample(g, torch.arange(min(n, 64)), key=1)
         samples += [batch.input_nodes] + [block.edge_index for block in batch.blocks]
     return [out.detach() for out in outs] + [t.grad for t in (u, h, e, w, el, er)] + samples
+
+
+@contextlib.contextmanager
+def _one_pass_dropout():
+    """unigraph.torch_dropout's path for every size, with the suite's other threads out of the way."""
+    from unigraph import torch_bernoulli, torch_dropout
+    saved = torch_dropout.MIN_ELEMENTS, torch_bernoulli._alone
+    torch_dropout.MIN_ELEMENTS, torch_bernoulli._alone = 1, lambda: True
+    try:
+        yield
+    finally:
+        torch_dropout.MIN_ELEMENTS, torch_bernoulli._alone = saved
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
