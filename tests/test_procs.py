@@ -113,3 +113,29 @@ def test_ctrl_c_given_to_another_thread_ends_the_wait_within_a_slice():
         assert float(out.split()[1]) < 2.0     # 30 s (the whole timeout) before the waits were sliced
     finally:
         child.kill()
+
+
+def _exit_leaving_a_grandchild_with_the_sentinel(seconds: float) -> None:
+    """Fork a grandchild that holds every descriptor of this process (the sentinel's write end
+    among them) for ``seconds``, and end at once."""
+    if os.fork() == 0:
+        time.sleep(seconds)
+        os._exit(0)
+    os._exit(3)
+
+
+def test_an_end_whose_sentinel_another_process_holds_open_is_seen_within_a_slice():
+    """A process forked from another thread while a child starts inherits the child's end of its
+    sentinel pipe: the sentinel then stays silent until that process ends. wait_any also asks the
+    process itself, so the end is seen at once, not when the holder exits."""
+    from unigraph.procs import WAIT_SLICE_SECONDS, wait_any
+    child = multiprocessing.get_context("fork").Process(target=_exit_leaving_a_grandchild_with_the_sentinel, args=(10.0,))
+    child.start()
+    try:
+        began = time.monotonic()
+        readable, ended = wait_any([], [child], timeout=8)
+        assert ended == [0] and readable == []
+        assert time.monotonic() - began < 1.0 + WAIT_SLICE_SECONDS
+        assert child.exitcode == 3
+    finally:
+        child.join(1)

@@ -171,10 +171,15 @@ def wait_any(channels: list[Channel], processes: list, timeout: float) -> tuple[
     while True:
         remaining = deadline - time.monotonic()
         ready = wait([*live, *sentinels], timeout=max(0.0, min(remaining, WAIT_SLICE_SECONDS)))
-        if ready or remaining <= WAIT_SLICE_SECONDS:
+        # A sentinel stays open after its process ended while a copy of the child's end lives in a
+        # process forked meanwhile by another thread (fork keeps close-on-exec descriptors until an
+        # exec): ask each process too (waitpid), so that such an end is seen within a slice, and
+        # in the same wait as a peer's report of it
+        ended = {sentinels[item] for item in ready if not isinstance(item, Channel)}
+        ended |= {index for index, process in enumerate(processes) if index not in ended and not process.is_alive()}
+        if ready or ended or remaining <= WAIT_SLICE_SECONDS:
             break
-    return ([channel for channel in live if channel in ready],
-            sorted(sentinels[item] for item in ready if not isinstance(item, Channel)))
+    return [channel for channel in live if channel in ready], sorted(ended)
 
 
 class Lifeline:
