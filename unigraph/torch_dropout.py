@@ -80,9 +80,9 @@ def _kernel(keyset, input, p, train):
 
 
 def _takes(x, p, train) -> bool:
-    return (train and 0.0 < p < 1.0 and type(x) in (torch.Tensor, torch.nn.Parameter)
-            and x.dtype in torch_bernoulli._DTYPES and x.layout == torch.strided
-            and x.numel() >= MIN_ELEMENTS and x.is_contiguous() and not x.is_neg()
+    return (x.numel() >= MIN_ELEMENTS and train and 0.0 < p < 1.0   # the common refusal first: small
+            and type(x) in (torch.Tensor, torch.nn.Parameter)
+            and x.dtype in torch_bernoulli._DTYPES and x.layout == torch.strided and x.is_contiguous() and not x.is_neg()
             and torch._C._len_torch_dispatch_stack() == 0
             and not torch._C._are_functorch_transforms_active() and torch._C._get_tracing_state() is None
             and not any(getattr(x, "names", ()) or ()))   # named tensors (torch < 2.13): torch's kernel names the output
