@@ -89,3 +89,29 @@ def json_report(process: subprocess.Popen, timeout: float):
         process.kill()
     assert process.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
+
+
+def dropped_in_forked_workers(taken: list, size: int, enabled) -> tuple[list, list]:
+    """F.dropout of ``torch.ones(size)`` in two forked DataLoader workers, seeded, with unigraph's
+    kernels (``enabled`` True) and without: (outputs, how many entries each worker's own copy of
+    ``taken`` gained) for each."""
+    import torch
+    import torch.nn.functional as F
+
+    class Drop(torch.utils.data.Dataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            before = len(taken)  # the worker's own copy of the list
+            return F.dropout(torch.ones(size), 0.5), torch.tensor(len(taken) - before)
+
+    results = []
+    for flag in (True, False):
+        torch.manual_seed(4)
+        with enabled(flag):
+            loader = torch.utils.data.DataLoader(Drop(), batch_size=None, num_workers=1,
+                                                 multiprocessing_context="fork")
+            got = list(loader)
+        results.append(([x for x, _ in got], [int(n) for _, n in got]))
+    return results

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from proc_helpers import dropped_in_forked_workers
 from unigraph import torch_bernoulli as tb
 from unigraph import torch_dropout as td
 
@@ -289,21 +290,7 @@ def test_install_is_idempotent_and_uninstall_restores_torch():
 
 def test_a_forked_dataloader_worker_drops_as_torch_does(taken):
     """Workers are forked with the kernel registered; their seeded generators give torch's values."""
-    class Drop(torch.utils.data.Dataset):
-        def __len__(self):
-            return 2
-
-        def __getitem__(self, i):
-            before = len(taken)  # the worker's own copy of the list
-            return F.dropout(torch.ones(N * 3), 0.5), torch.tensor(len(taken) - before)
-
-    def run():
-        torch.manual_seed(4)
-        loader = torch.utils.data.DataLoader(Drop(), batch_size=None, num_workers=1, multiprocessing_context="fork")
-        return list(loader)
-    ours = run()
-    with tb.enabled(False):
-        theirs = run()
-    _assert_same([x for x, _ in ours], [x for x, _ in theirs])
-    assert [int(n) for _, n in ours] == [1, 1] and [int(n) for _, n in theirs] == [0, 0]
-    assert 0.4 < float((ours[0][0] > 0).float().mean()) < 0.6
+    (ours, ours_counts), (theirs, theirs_counts) = dropped_in_forked_workers(taken, N * 3, tb.enabled)
+    _assert_same(ours, theirs)
+    assert ours_counts == [1, 1] and theirs_counts == [0, 0]
+    assert 0.4 < float((ours[0] > 0).float().mean()) < 0.6

@@ -198,13 +198,20 @@ def _agrees_with_torch() -> bool:
     """Once per process: this kernel's draws and the state it leaves equal torch's on a private
     generator; otherwise torch's kernel is kept and a warning says so."""
     global _checked
-    if _checked is None:
-        difference = _compare()
-        _checked = difference is None
-        if difference is not None:
-            warnings.warn(f"unigraph.torch_bernoulli: the faster bernoulli_ differs from this torch's "
-                          f"({difference}); torch's own kernel stays in use", RuntimeWarning, stacklevel=3)
+    _checked = judged(_checked, _compare, "torch_bernoulli: the faster bernoulli_")
     return _checked
+
+
+def judged(checked: bool | None, compare, what: str) -> bool:
+    """A kernel's verdict against torch's: ``checked`` once decided; else ``compare()`` (None when
+    equal, else what differed), with a warning naming ``what`` on a difference."""
+    if checked is not None:
+        return checked
+    difference = compare()
+    if difference is not None:
+        warnings.warn(f"unigraph.{what} differs from this torch's ({difference}); torch's own kernel stays in use",
+                      RuntimeWarning, stacklevel=4)
+    return difference is None
 
 
 def _compare() -> str | None:

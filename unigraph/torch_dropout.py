@@ -29,7 +29,6 @@ difference it stays off and warns once.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
@@ -172,12 +171,7 @@ def _agrees_with_torch() -> bool:
     """Once per process: this kernel's outputs, gradients and the generator's state after equal
     torch's; otherwise torch's kernel is kept and a warning says so."""
     global _checked
-    if _checked is None:
-        difference = _compare()
-        _checked = difference is None
-        if difference is not None:
-            warnings.warn(f"unigraph.torch_dropout: the one-pass dropout differs from this torch's "
-                          f"({difference}); torch's own kernel stays in use", RuntimeWarning, stacklevel=3)
+    _checked = torch_bernoulli.judged(_checked, _compare, "torch_dropout: the one-pass dropout")
     return _checked
 
 
