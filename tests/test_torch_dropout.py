@@ -257,10 +257,13 @@ def test_a_kernel_that_disagrees_with_torch_stays_off_and_says_so(monkeypatch):
     assert td._checked is False
 
 
-def test_the_comparison_with_torch_passes_here_and_keeps_the_callers_stream():
+def test_the_comparison_with_torch_passes_here_and_keeps_the_callers_stream(monkeypatch):
+    """It draws from the CPU's default generator and restores it; it never calls torch.manual_seed,
+    which would reseed the GPUs' generators too (a CUDA user's stream changed by a CPU dropout)."""
     torch.manual_seed(6)
     expected = torch.rand(4)
     torch.manual_seed(6)
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: pytest.fail("torch.manual_seed reseeds every device"))
     assert td._compare() is None
     assert torch.equal(torch.rand(4), expected)
 

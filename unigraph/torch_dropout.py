@@ -19,8 +19,9 @@ so a dropped NaN or inf gives NaN as torch's does) into unigraph's pooled memory
 1-byte mask for the backward instead of torch's noise tensor. The backward is ``grad * n``, itself
 differentiable, and forward-mode AD gives ``tangent * n``: torch's own derivatives of ``x * noise``.
 Every other call (other dtypes, layouts, names, tensor subclasses, dispatch modes, functorch
-transforms, the JIT tracer, small tensors, another thread that might draw, ``enabled(False)`` of
-:mod:`unigraph.torch_bernoulli`) runs torch's own kernel, kept with ``torch.library.get_kernel``.
+transforms, small tensors, another thread that might draw, ``enabled(False)`` of
+:mod:`unigraph.torch_bernoulli`) runs torch's own kernel, kept with ``torch.library.get_kernel``
+(``torch.jit.trace`` records torch's ``aten::dropout``, which replays through this kernel).
 
 Guard: before its first use the kernel is compared with torch's (values, gradients, the generator's
 state after) for several ``p``, both dtypes and lengths across the twist's blocks; on any
@@ -176,7 +177,8 @@ def _agrees_with_torch() -> bool:
 
 
 def _compare() -> str | None:
-    """None when equal; else what differed. Runs on the default generator, whose state it restores."""
+    """None when equal; else what differed. Runs on the CPU's default generator, whose state it
+    restores (no other generator is touched)."""
     keys = torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradCPU)
     saved = torch.get_rng_state()
     try:
@@ -184,8 +186,8 @@ def _compare() -> str | None:
             for before, length, p in ((0, 4096, 0.5), (7, 5001, 0.3), (618, 4099, 0.1), (1, 9000, 0.9)):
                 results = []
                 for ours in (False, True):
-                    torch.manual_seed(4321 + before)
-                    torch.rand(before)
+                    torch.default_generator.manual_seed(4321 + before)   # not torch.manual_seed: that reseeds
+                    torch.rand(before)                                    # the GPUs' generators as well
                     x = torch.linspace(-3, 3, length, dtype=dtype)
                     x[::97] = float("nan")
                     x.requires_grad_()
