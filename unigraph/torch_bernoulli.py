@@ -107,17 +107,17 @@ def enabled(flag: bool):
 
 
 def _kernel(keyset, self, p=0.5, generator=None):
-    # no lock of our own: _takes requires that no other thread that might draw is alive
-    if (_takes(self, p, generator) and _agrees_with_torch()
+    # no lock of our own: fast_draws_allowed requires that no other thread that might draw is alive
+    if (_takes(self, p, generator) and fast_draws_allowed()
             and _draw(self, p, generator if generator is not None else torch.default_generator)):
         return self
     return _original.call_boxed(keyset, self, p, generator=generator)
 
 
 def _takes(self, p, generator) -> bool:
-    return (_enabled and self.numel() >= MIN_ELEMENTS and self.dtype in _DTYPES and self.is_contiguous()
+    return (self.numel() >= MIN_ELEMENTS and self.dtype in _DTYPES and self.is_contiguous()
             and not self.is_neg() and 0.0 <= p <= 1.0
-            and (generator is None or generator.device.type == "cpu") and _alone())
+            and (generator is None or generator.device.type == "cpu"))
 
 
 # Threads known never to draw random numbers: unigraph's watchers (a launched rank's parent watch,
