@@ -356,13 +356,15 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
     graph has no CSR yet (the small-graph rule's larger bound for its first calls)."""
     if choice == "auto":
         name, reason, candidates = _pick(stats, request)
+        device = torch.device(request.device)
         if small_graph.applies_to_request(stats.num_edges, request.kind, request.op, request.reduce,
-                                          request.feature_width, request.dtype, request.device, request.threads,
-                                          fresh):
+                                          request.feature_width, request.dtype, device, request.threads,
+                                          fresh, request.grad):
             # the native lane applies the rule before any estimate (unigraph/ops/native_lane.py)
-            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads, fresh,
-                                      torch.device(request.device))
-            return Explanation(small_graph.backend_on(torch.device(request.device)), f"{rule}; "
+            rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads, fresh, device,
+                                      request.grad)
+            backend = small_graph.backend_for(stats.num_edges, request.feature_width, device, request.grad)
+            return Explanation(backend, f"{rule}; "
                                f"the cost model's pick otherwise: {name} ({reason})", "auto", request, stats,
                                candidates)
         return Explanation(name, reason, "auto", request, stats, candidates)

@@ -73,6 +73,19 @@ ops are the fastest backend anyway: in the H100 kernel suite of 2026-11-27
 mean and ``u_mul_e`` sum, forward and forward + backward) every case at ``E x F`` of 1.0M and 4.2M
 had ``scatter`` as the fastest named backend; at 16.8M it was 1.1-4.1x slower than the best, at
 67M 3-12x, so the bound stays below those.
+
+Tiny CPU calls run the same torch ops (:func:`tiny_applies`): ``E x F`` at most :data:`TINY_WORK`
+and, when autograd records the call, at most :data:`CPU_GRAD_EDGES` edges. There the COO kernel's
+autograd Function, its backward in Python and numba's dispatch cost more than the sum itself,
+while torch's ``index_select`` + ``index_add_`` have autograd's own nodes. Measured (2026-11-27,
+2-core machine, ``ops.gspmm`` copy_u sum with grad, forward + backward, medians of 1,800
+interleaved pairs, torch ops / COO kernel): at 2 threads 0.65 at 80 edges x width, 0.67 at 640,
+0.84 at 3,200, 1.00 at 8,000, 1.23 at 16,000, 1.54 at 64,000; at 1 thread 0.66, 0.69, 0.73,
+0.77, 0.87, 1.10 at 64,000. A GINConv(Identity) call, forward + backward, half of them on a new
+``edge_index``: 10 nodes / 20 edges / width 4, 564 -> 443 us at 2 threads (PyG 365), 425 -> 339 at
+1 (PyG 258); 26 / 56 / 32, 484 -> 411 (PyG 335). ``copy_u`` gives the COO kernel's bits (sums in
+edge order, both directions); ``u_mul_e`` equal within rounding (the kernel may fuse a product into
+its addition; the weights' gradient sums its dot over the features in another order).
 """
 from __future__ import annotations
 
@@ -87,7 +100,14 @@ FRESH_CALLS = 8            # ... for this many of its aggregations above the kep
 _FRESH_KEY = ("unigraph.backends.small_graph", "fresh calls")   # the count, kept on the graph
 BACKEND = "numba"          # whose kernels these are (what explain names)
 GPU_WORK = 1 << 22         # edges x feature width on a GPU (4,194,304): the scatter ops, no decision
-GPU_BACKEND = "scatter"    # whose ops the GPU side runs
+OPS_BACKEND = "scatter"    # whose ops the GPU side and the CPU's tiny calls run (torch's index_select + index_add_)
+TINY_WORK = 1 << 12        # edges x feature width on the CPU at most which a call runs those ops (4,096)
+# On the CPU, autograd's backward of index_select (an index_add_ per row) is slower than the
+# reverse scatter of the COO kernel or the scatter backend beyond ~2,000 edges (1 thread: 3,220
+# nodes / 7,138 edges at F = 7, 625 vs 426 us forward + backward against the scatter backend's
+# Function; 20,000 / 100,000, 8.5 vs 4.2 ms; the forward alone is never slower): a differentiated
+# CPU call runs torch's ops only up to this many edges (``unigraph/ops/native_lane.py`` too).
+CPU_GRAD_EDGES = 2048
 OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
 DTYPES = (torch.float32, torch.float64)
@@ -120,7 +140,22 @@ def gpu_applies(num_edges: int, width: int, device: torch.device) -> bool:
     """Whether the GPU side of the rule takes a call the native lane admitted under ``auto``: a
     CUDA tensor and ``E x F`` at most :data:`GPU_WORK` (any graph: the scatter ops need neither
     CSR nor statistics, and are the fastest at that size whether the graph is new or kept)."""
-    return device.type == "cuda" and num_edges * max(width, 1) <= GPU_WORK and _usable(GPU_BACKEND)
+    return device.type == "cuda" and num_edges * max(width, 1) <= GPU_WORK and _usable(OPS_BACKEND)
+
+
+def tiny_applies(num_edges: int, width: int, device: torch.device, grad: bool) -> bool:
+    """Whether a CPU call the native lane admitted under ``auto`` is tiny: ``E x F`` at most
+    :data:`TINY_WORK` and, where autograd records it (``grad``), at most :data:`CPU_GRAD_EDGES`
+    edges. It then runs torch's ``index_select`` + ``index_add_`` (autograd's own nodes) instead
+    of the COO kernel, whose autograd Function and dispatch cost more than such a sum."""
+    return (device.type == "cpu" and num_edges * max(width, 1) <= TINY_WORK
+            and (not grad or num_edges <= CPU_GRAD_EDGES) and _usable(OPS_BACKEND))
+
+
+def ops_apply(num_edges: int, width: int, device: torch.device, grad: bool) -> bool:
+    """Whether the rule runs torch's ops (:data:`OPS_BACKEND`'s) for a call the native lane
+    admitted under ``auto``: its GPU side (:func:`gpu_applies`) or a tiny CPU call (:func:`tiny_applies`)."""
+    return gpu_applies(num_edges, width, device) or tiny_applies(num_edges, width, device, grad)
 
 
 def takes(g, width: int, device: torch.device) -> bool:
@@ -144,32 +179,37 @@ def _bound(threads: int | None, fresh: bool) -> int:
 
 
 def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, width: int,
-                       dtype: torch.dtype, device: torch.device, threads: int, fresh: bool = False) -> bool:
-    """:func:`applies` (or :func:`gpu_applies`) for a request's fields (what ``explain`` asks)."""
+                       dtype: torch.dtype, device: torch.device, threads: int, fresh: bool = False,
+                       grad: bool = False) -> bool:
+    """:func:`applies` (or :func:`ops_apply`) for a request's fields (what ``explain`` asks)."""
     return (kind == "gspmm" and op in OPS and reduce in REDUCES and dtype in DTYPES
-            and (applies(num_edges, width, device, threads, fresh) or gpu_applies(num_edges, width, device)))
+            and (applies(num_edges, width, device, threads, fresh) or ops_apply(num_edges, width, device, grad)))
 
 
-def backend_on(device: torch.device) -> str:
-    """Whose kernels the rule runs on ``device``."""
-    return GPU_BACKEND if device.type == "cuda" else BACKEND
+def backend_for(num_edges: int, width: int, device: torch.device, grad: bool) -> str:
+    """Whose kernels (or ops) the rule runs for such a call."""
+    return OPS_BACKEND if ops_apply(num_edges, width, device, grad) else BACKEND
 
 
 def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
-           device: torch.device = torch.device("cpu")) -> str:
+           device: torch.device = torch.device("cpu"), grad: bool = False) -> str:
     """What ``explain`` says when the rule decided."""
+    shapes = "(for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go by the cost model)"
     if device.type == "cuda":
         return (f"small-graph rule on a GPU: {num_edges} edges x {max(width, 1)} features <= {GPU_WORK:,}: torch's "
-                "index_select + index_add_ (the scatter backend's ops), no CSR, no statistics (for u [N, F] and, for "
-                "u_mul_e, one weight per edge; other operand shapes go by the cost model)")
+                f"index_select + index_add_ (the scatter backend's ops), no CSR, no statistics {shapes}")
+    if tiny_applies(num_edges, width, device, grad):
+        edges = f", {num_edges} edges <= {CPU_GRAD_EDGES:,} (differentiated)" if grad else ""
+        return (f"small-graph rule, a tiny call: {num_edges} edges x {max(width, 1)} features <= {TINY_WORK:,}{edges}: "
+                f"torch's index_select + index_add_ (the scatter backend's ops, autograd's own nodes), no CSR, no "
+                f"statistics {shapes}")
     work = num_edges * max(width, 1)
     bound = (f"<= {work_bound(threads):,} ({SMALL_WORK:,} / {_threads(threads)} threads)"
              if work <= work_bound(threads) or not fresh else
              f"<= {FRESH_WORK:,} (a graph with no CSR yet, in its first {FRESH_CALLS} calls above "
              f"{work_bound(threads):,})")
-    return (f"small-graph rule: {num_edges} edges x {max(width, 1)} features {bound}: numba's COO kernel, "
-            "no CSR, no statistics (for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go "
-            "by the cost model)")
+    return (f"small-graph rule: {num_edges} edges x {max(width, 1)} features {bound}: numba's COO kernel, no CSR, "
+            f"no statistics {shapes}")
 
 
 def may_skip_csr(num_edges: int, device: torch.device) -> bool:

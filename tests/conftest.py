@@ -60,6 +60,7 @@ def no_small_graph_rule(monkeypatch):
     monkeypatch.setattr(small_graph, "FRESH_WORK", 0)
     monkeypatch.setattr(small_graph, "CSR_FREE_EDGES", -1)
     monkeypatch.setattr(small_graph, "GPU_WORK", 0)
+    monkeypatch.setattr(small_graph, "TINY_WORK", -1)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import torch
 
 import unigraph
 from unigraph import ops
-from unigraph.backends import selector
+from unigraph.backends import selector, small_graph
 from unigraph.graph import GraphModifiedError
 from unigraph.ops import custom, native_lane
 from unigraph.structure import degree_stats
@@ -189,7 +189,7 @@ def test_where_the_lane_does_not_apply_the_ordinary_path_runs(function_calls):
 def test_large_differentiated_cpu_calls_keep_the_function_path(function_calls):
     """Beyond CPU_GRAD_EDGES edges torch's CPU backward of the lane is slower than the scatter
     backend's: differentiated calls there take the Function, evaluation calls the lane."""
-    g = graph(num_src=200, num_dst=150, edges=native_lane.CPU_GRAD_EDGES + 1)
+    g = graph(num_src=200, num_dst=150, edges=small_graph.CPU_GRAD_EDGES + 1)
     x = torch.randn(g.num_src_nodes, 4, requires_grad=True)
     with torch.no_grad():
         lane = ops.gspmm(g, "copy_u", "sum", u=x, backend="scatter")
@@ -240,7 +240,7 @@ def test_a_call_auto_sends_elsewhere_skips_the_front_door_and_gives_the_ordinary
     straight to that backend's Function: the same Function, the same decision, the same values and
     gradients, bit for bit, as the ordinary path with that backend named."""
     pytest.importorskip("numba")
-    g = graph(num_src=60, num_dst=50, edges=native_lane.CPU_GRAD_EDGES + 100)
+    g = graph(num_src=60, num_dst=50, edges=small_graph.CPU_GRAD_EDGES + 100)
     x = torch.randn(g.num_src_nodes, 8, requires_grad=True)
     w = torch.rand(g.num_edges, requires_grad=True) if op == "u_mul_e" else None
     if w is not None and weights_shape == "[E, 1]":
@@ -268,6 +268,7 @@ def test_the_gpu_rule_runs_the_lane_without_a_decision(function_calls, monkeypat
     and no CSR built, and gives the Function path's values and gradients."""
     from unigraph.backends import small_graph
     monkeypatch.setattr(small_graph, "takes", lambda *args: False)
+    monkeypatch.setattr(small_graph, "TINY_WORK", -1)
     monkeypatch.setattr(small_graph, "gpu_applies", lambda num_edges, width, device: num_edges * width <= 400)
     monkeypatch.setattr(native_lane, "_auto_choice", lambda *args: pytest.fail("a decision was asked for"))
     for reduce, op in (("sum", "copy_u"), ("mean", "copy_u"), ("sum", "u_mul_e")):

@@ -28,6 +28,14 @@ CASES = [("copy_u", "sum", None), ("copy_u", "mean", None), ("u_mul_e", "sum", "
          ("u_mul_e", "sum", "[E, 1]"), ("u_mul_e", "mean", "[E, 1]")]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def coo_side():
+    """The rule's COO side for every call here, tiny ones too (their torch side:
+    ``test_small_graph_tiny.py``)."""
+    with mock.patch.object(small_graph, "TINY_WORK", -1):
+        yield
+
+
 @contextlib.contextmanager
 def counting():
     """Every kernel call of the small-graph path inside the block: ``(edges, width, weighted)``."""

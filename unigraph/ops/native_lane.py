@@ -28,8 +28,9 @@ numba, edges x width at most ``SMALL_WORK`` over torch's thread count, or ``FRES
 with no CSR yet for its first few calls) runs numba's COO kernel on
 the graph's edge list (``unigraph/ops/small_graph_lane.py``) before any decision is asked for: no
 CSR, no degree statistics (a graph that is new every batch needs neither); ``explain`` states the
-rule. Its GPU side (a CUDA tensor, ``E x F`` at most ``small_graph.GPU_WORK``) runs this lane's
-own ops below, likewise without a decision.
+rule. Its GPU side (a CUDA tensor, ``E x F`` at most ``small_graph.GPU_WORK``) and a tiny CPU
+call (``E x F`` at most ``small_graph.TINY_WORK``; differentiated, at most ``small_graph.CPU_GRAD_EDGES``
+edges) run this lane's own ops below, likewise without a decision.
 
 Where those conditions hold but ``auto`` decided another backend (numba's CSR kernels on the
 CPU, for most graphs), the call goes straight to that backend's g-SpMM Function (``GSpMMSum``,
@@ -53,11 +54,6 @@ from unigraph.ops.dispatch import traced
 
 BACKEND = "scatter"
 OPS = ("copy_u", "u_mul_e")
-# On the CPU, autograd's backward of index_select (an index_add_ per row) is slower than the
-# scatter backend's reverse scatter beyond ~2,000 edges (1 thread: 3,220 nodes / 7,138 edges at
-# F = 7, 625 vs 426 us forward + backward; 20,000 / 100,000, 8.5 vs 4.2 ms; the forward alone is
-# never slower): larger differentiated CPU calls keep the Function path.
-CPU_GRAD_EDGES = 2048
 REDUCES = ("sum", "mean")
 DTYPES = (torch.float32, torch.float64)
 
@@ -83,15 +79,15 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     choice, _ = selector.current_choice(explicit)
     decided = None
     if choice == "auto":
-        if small_graph.takes(g, u.shape[1], u.device):
+        if small_graph.ops_apply(g.num_edges, u.shape[1], u.device, grad):
+            choice = BACKEND   # the rule's GPU side and tiny CPU calls: this lane's ops, no statistics, no decision
+        elif small_graph.takes(g, u.shape[1], u.device):
             out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), g.num_dst_nodes, grad)
             return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
-        if small_graph.gpu_applies(g.num_edges, u.shape[1], u.device):
-            choice = BACKEND   # the rule's GPU side: this lane's ops, no statistics, no decision
         else:
             decided = _auto_choice(g, op, reduce, u, grad)
     if (decided.name if decided is not None else choice) != BACKEND or (
-            grad and u.device.type == "cpu" and g.num_edges > CPU_GRAD_EDGES):
+            grad and u.device.type == "cpu" and g.num_edges > small_graph.CPU_GRAD_EDGES):   # (measured there)
         if decided is None:
             return None   # a named backend: the ordinary path checks that it can run the call
         # auto's decision for the very request the front door would build, on operands these checks
