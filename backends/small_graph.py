@@ -106,7 +106,7 @@ TINY_WORK = 1 << 12        # edges x feature width on the CPU at most which a ca
 # reverse scatter of the COO kernel or the scatter backend beyond ~2,000 edges (1 thread: 3,220
 # nodes / 7,138 edges at F = 7, 625 vs 426 us forward + backward against the scatter backend's
 # Function; 20,000 / 100,000, 8.5 vs 4.2 ms; the forward alone is never slower): a differentiated
-# CPU call runs torch's ops only up to this many edges (``unigraph/ops/native_lane.py`` too).
+# CPU call runs torch's ops only up to this many edges (:func:`ops_backward_too_slow`).
 CPU_GRAD_EDGES = 2048
 OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
@@ -143,13 +143,19 @@ def gpu_applies(num_edges: int, width: int, device: torch.device) -> bool:
     return device.type == "cuda" and num_edges * max(width, 1) <= GPU_WORK and _usable(OPS_BACKEND)
 
 
+def ops_backward_too_slow(num_edges: int, device: torch.device, grad: bool) -> bool:
+    """Whether torch's ops would be the slower choice for a call only because of their backward:
+    a differentiated CPU call of more than :data:`CPU_GRAD_EDGES` edges."""
+    return grad and device.type == "cpu" and num_edges > CPU_GRAD_EDGES
+
+
 def tiny_applies(num_edges: int, width: int, device: torch.device, grad: bool) -> bool:
     """Whether a CPU call the native lane admitted under ``auto`` is tiny: ``E x F`` at most
     :data:`TINY_WORK` and, where autograd records it (``grad``), at most :data:`CPU_GRAD_EDGES`
     edges. It then runs torch's ``index_select`` + ``index_add_`` (autograd's own nodes) instead
     of the COO kernel, whose autograd Function and dispatch cost more than such a sum."""
     return (device.type == "cpu" and num_edges * max(width, 1) <= TINY_WORK
-            and (not grad or num_edges <= CPU_GRAD_EDGES) and _usable(OPS_BACKEND))
+            and not ops_backward_too_slow(num_edges, device, grad) and _usable(OPS_BACKEND))
 
 
 def ops_apply(num_edges: int, width: int, device: torch.device, grad: bool) -> bool:

@@ -1,6 +1,9 @@
 """Inputs for operator tests: feature shapes per op (with DGL broadcasting) and tensor makers."""
 from __future__ import annotations
 
+import contextlib
+from unittest import mock
+
 import torch
 
 from unigraph import backends as registry
@@ -98,3 +101,17 @@ def assert_matches(out, expected, inputs, names, generator, what, equal_nan=Fals
     upstream = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
     for got, want, name in zip(grads_of(out, inputs, upstream), grads_of(expected, inputs, upstream), names):
         assert_same(got, want, f"d{name} ({what})", equal_nan=equal_nan)
+
+
+@contextlib.contextmanager
+def coo_kernel_calls():
+    """Every call of the small-graph rule's COO kernel (``unigraph/ops/small_graph_lane.py``) inside
+    the block, as ``(edges, width, weighted)``."""
+    from unigraph.ops import small_graph_lane
+    calls = []
+
+    def counted(src, dst, u, w, num_dst, inner=small_graph_lane._sum):
+        calls.append((src.numel(), u.shape[1], w is not None))
+        return inner(src, dst, u, w, num_dst)
+    with mock.patch.object(small_graph_lane, "_sum", counted):
+        yield calls

@@ -5,7 +5,6 @@ backward, on drawn graphs with every edge case; it builds no CSR; its guards hol
 depends on changes between calls."""
 from __future__ import annotations
 
-import contextlib
 from unittest import mock
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import unigraph
 from graph_strategies import graphs
-from op_cases import SMALL, assert_matches, cpu_test_backends, features, grads_of, positional
+from op_cases import SMALL, assert_matches, coo_kernel_calls, cpu_test_backends, features, grads_of, positional
 from reference import gspmm_ref
 from unigraph import ops
 from unigraph.graph import GraphModifiedError
@@ -36,21 +35,9 @@ def coo_side():
         yield
 
 
-@contextlib.contextmanager
-def counting():
-    """Every kernel call of the small-graph path inside the block: ``(edges, width, weighted)``."""
-    calls = []
-
-    def counted(src, dst, u, w, num_dst, inner=small_graph_lane._sum):
-        calls.append((src.numel(), u.shape[1], w is not None))
-        return inner(src, dst, u, w, num_dst)
-    with mock.patch.object(small_graph_lane, "_sum", counted):
-        yield calls
-
-
 @pytest.fixture
 def lane_calls():
-    with counting() as calls:
+    with coo_kernel_calls() as calls:
         yield calls
 
 
@@ -69,7 +56,7 @@ def test_matches_the_reference_and_every_backend_forward_and_backward(op, reduce
     drawn = data.draw(graphs(), label="graph")
     dtype = data.draw(st.sampled_from([torch.float32, torch.float64]), label="dtype")
     u, e = inputs(drawn, op, weights, dtype=dtype)
-    with counting() as lane_calls:
+    with coo_kernel_calls() as lane_calls:
         out = ops.gspmm(drawn.graph, op, reduce, u, e)   # auto: the rule takes it
     assert lane_calls and lane_calls[0][2] is (op == "u_mul_e")
     assert out.dtype == dtype
@@ -97,7 +84,7 @@ def test_gradcheck_and_gradgradcheck(op, reduce, weights, data):
     u, e = inputs(drawn, op, weights)
     present = tuple(t for t in (u, e) if t is not None)
     fn = positional(lambda a, b: ops.gspmm(drawn.graph, op, reduce, a, b), (u, e))
-    with counting() as lane_calls:
+    with coo_kernel_calls() as lane_calls:
         assert torch.autograd.gradcheck(fn, present, eps=1e-6, atol=1e-5)
         assert torch.autograd.gradgradcheck(fn, present, eps=1e-6, atol=1e-5)
     assert lane_calls

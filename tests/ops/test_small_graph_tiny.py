@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 import unigraph
 from graph_strategies import graphs
-from op_cases import features
+from op_cases import coo_kernel_calls, features
 from reference import gspmm_ref
 from unigraph import ops
 
@@ -29,13 +29,8 @@ CASES = [("copy_u", "sum"), ("copy_u", "mean"), ("u_mul_e", "sum"), ("u_mul_e", 
 
 @pytest.fixture
 def kernel_calls():
-    """Every call of the COO kernel's sum (the rule's other side) inside the test."""
-    calls = []
-
-    def counted(src, dst, u, w, num_dst, inner=small_graph_lane._sum):
-        calls.append((src.numel(), u.shape[1]))
-        return inner(src, dst, u, w, num_dst)
-    with mock.patch.object(small_graph_lane, "_sum", counted):
+    """Every call of the COO kernel (the rule's other side) inside the test."""
+    with coo_kernel_calls() as calls:
         yield calls
 
 
@@ -82,14 +77,14 @@ def test_the_bound_is_the_work_and_a_differentiated_calls_edges(kernel_calls):
     ops.gspmm(g, "copy_u", "sum", u)                        # not differentiated: torch's ops
     assert kernel_calls == []
     out = ops.gspmm(g, "copy_u", "sum", u.requires_grad_())  # differentiated, > CPU_GRAD_EDGES edges: the kernel
-    assert kernel_calls == [(edges, width)] and type(out.grad_fn).__name__ == "CooSumBackward"
+    assert kernel_calls == [(edges, width, False)] and type(out.grad_fn).__name__ == "CooSumBackward"
     small = unigraph.Graph(torch.randint(0, 10, (2, 64), generator=torch.Generator().manual_seed(1)), num_nodes=10)
     at = torch.randn(10, small_graph.TINY_WORK // 64, requires_grad=True)
     past = torch.randn(10, small_graph.TINY_WORK // 64 + 1, requires_grad=True)
     assert type(ops.gspmm(small, "copy_u", "sum", at).grad_fn).__name__ == "IndexAddBackward0"
     assert len(kernel_calls) == 1
     assert type(ops.gspmm(small, "copy_u", "sum", past).grad_fn).__name__ == "CooSumBackward"
-    assert kernel_calls[1:] == [(64, past.shape[1])]
+    assert kernel_calls[1:] == [(64, past.shape[1], False)]
 
 
 def test_explain_names_torchs_ops_for_a_tiny_call():

@@ -86,8 +86,8 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
             return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
         else:
             decided = _auto_choice(g, op, reduce, u, grad)
-    if (decided.name if decided is not None else choice) != BACKEND or (
-            grad and u.device.type == "cpu" and g.num_edges > small_graph.CPU_GRAD_EDGES):   # (measured there)
+    if ((decided.name if decided is not None else choice) != BACKEND
+            or small_graph.ops_backward_too_slow(g.num_edges, u.device, grad)):
         if decided is None:
             return None   # a named backend: the ordinary path checks that it can run the call
         # auto's decision for the very request the front door would build, on operands these checks
