@@ -8,6 +8,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -139,3 +140,33 @@ def test_an_end_whose_sentinel_another_process_holds_open_is_seen_within_a_slice
         assert child.exitcode == 3
     finally:
         child.join(1)
+
+
+def _main_thread_ends_while_another_lives(seconds: float) -> None:
+    """End the main thread (``pthread_exit``: its state turns ``Z``, as a SIGKILLed process's main
+    thread does while its other threads still exit) while another thread lives ``seconds`` more:
+    until then waitpid cannot report the process and its descriptors stay open."""
+    import ctypes
+    threading.Thread(target=time.sleep, args=(seconds,)).start()
+    ctypes.CDLL(None).pthread_exit(None)   # (CDLL releases the GIL for the call: the other thread runs on)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_process_whose_main_thread_ended_is_seen_ended_within_a_slice():
+    """A peer watching a killed rank's /proc entry sees it end (``Z``) before the kernel lets the
+    parent reap it; wait_any sees that end too, so a peer's report of it never comes first."""
+    from unigraph.procs import WAIT_SLICE_SECONDS, process_state, wait_any
+    child = multiprocessing.get_context("fork").Process(target=_main_thread_ends_while_another_lives, args=(3.0,))
+    child.start()
+    try:
+        deadline = time.monotonic() + 2
+        while process_state(child.pid) != "Z":   # (the other thread still sleeps: no sentinel, no waitpid)
+            assert time.monotonic() < deadline, process_state(child.pid)
+            time.sleep(0.01)
+        assert child.is_alive()
+        began = time.monotonic()
+        readable, ended = wait_any([], [child], timeout=4)
+        assert ended == [0] and readable == []
+        assert time.monotonic() - began < 1.0 + WAIT_SLICE_SECONDS
+    finally:
+        child.join(5)

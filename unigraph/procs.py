@@ -173,13 +173,20 @@ def wait_any(channels: list[Channel], processes: list, timeout: float) -> tuple[
         ready = wait([*live, *sentinels], timeout=max(0.0, min(remaining, WAIT_SLICE_SECONDS)))
         # A sentinel stays open after its process ended while a copy of the child's end lives in a
         # process forked meanwhile by another thread (fork keeps close-on-exec descriptors until an
-        # exec): ask each process too (waitpid), so that such an end is seen within a slice, and
-        # in the same wait as a peer's report of it
+        # exec): ask each process too, so that such an end is seen within a slice, and in the same
+        # wait as a peer's report of it. Not waitpid alone: a killed process's main thread is a
+        # zombie (``Z`` in /proc, what a peer watching it sees) while its other threads (a
+        # heartbeat's) still exit, and only then does waitpid report it or its descriptors close
         ended = {sentinels[item] for item in ready if not isinstance(item, Channel)}
-        ended |= {index for index, process in enumerate(processes) if index not in ended and not process.is_alive()}
+        ended |= {index for index, process in enumerate(processes) if index not in ended and _ended(process)}
         if ready or ended or remaining <= WAIT_SLICE_SECONDS:
             break
     return [channel for channel in live if channel in ready], sorted(ended)
+
+
+def _ended(process) -> bool:
+    """Whether ``process`` ended (waitpid), or its main thread did (its other threads are exiting)."""
+    return not process.is_alive() or process_state(process.pid) in ("Z", "X")
 
 
 class Lifeline:

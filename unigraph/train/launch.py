@@ -25,8 +25,9 @@ Failure handling (no silent hang; see ``docs/faults.md``):
   (120 by default: a numba kernel holds the GIL for seconds on a large graph) fails whatever its
   state. The other ranks' timeouts (collectives, RPC) would otherwise blame whoever waited longest.
 * A rank that ends without a Python error is dated by the moment the launcher last saw it alive
-  (when its previous wait returned), not when it noticed the end: a peer's error about the lost
-  connection, raised in between, sorts after it.
+  (when its previous wait began), not when it noticed the end: a peer's error about the lost
+  connection, raised in between, sorts after it. Its end is its main thread's (``Z`` in ``/proc``,
+  as a peer sees it), not the last of its threads' (:func:`unigraph.procs.wait_any`).
 * A rank stuck in a collective fails by itself after the process group's timeout (see
   :func:`unigraph.train.distributed.init_distributed`); and the whole job is bounded by
   ``timeout`` seconds, after which the ranks still running print every thread's stack to their
