@@ -142,31 +142,55 @@ def test_an_end_whose_sentinel_another_process_holds_open_is_seen_within_a_slice
         child.join(1)
 
 
-def _main_thread_ends_while_another_lives(seconds: float) -> None:
-    """End the main thread (``pthread_exit``: its state turns ``Z``, as a SIGKILLed process's main
-    thread does while its other threads still exit) while another thread lives ``seconds`` more:
-    until then waitpid cannot report the process and its descriptors stay open."""
-    import ctypes
-    threading.Thread(target=time.sleep, args=(seconds,)).start()
-    ctypes.CDLL(None).pthread_exit(None)   # (CDLL releases the GIL for the call: the other thread runs on)
+# A process whose main thread ends (pthread_exit: state Z, as a SIGKILLed process's main thread
+# while its other threads still exit) while a C thread (no Python, no GIL) sleeps on for argv[1]
+# seconds: until then waitpid cannot report it and its descriptors stay open.
+_MAIN_THREAD_ENDS_FIRST = """
+import ctypes, sys
+libc = ctypes.CDLL(None)
+thread = ctypes.c_ulong()
+libc.pthread_create(ctypes.byref(thread), None, ctypes.cast(libc.sleep, ctypes.c_void_p),
+                    ctypes.c_void_p(int(sys.argv[1])))
+libc.pthread_exit(None)
+"""
+
+
+class _Child:
+    """What wait_any reads of a process (``sentinel``, ``pid``, ``is_alive``) for a plain
+    subprocess: the sentinel is a pipe whose write end only the child holds."""
+
+    def __init__(self, code: str, *args: str):
+        read, write = os.pipe()
+        self.popen = subprocess.Popen([sys.executable, "-c", code, *args], pass_fds=(write,))
+        os.close(write)
+        self.sentinel, self.pid = read, self.popen.pid
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def close(self) -> None:
+        self.popen.kill()   # (a no-op once it exited) never left behind: a test runner may wait on it
+        self.popen.wait(10)
+        os.close(self.sentinel)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_process_whose_main_thread_ended_is_seen_ended_within_a_slice():
     """A peer watching a killed rank's /proc entry sees it end (``Z``) before the kernel lets the
-    parent reap it; wait_any sees that end too, so a peer's report of it never comes first."""
+    parent reap it; wait_any(main_thread=True) sees that end too, so a peer's report of it never
+    comes first (the launcher's blame order)."""
     from unigraph.procs import WAIT_SLICE_SECONDS, process_state, wait_any
-    child = multiprocessing.get_context("fork").Process(target=_main_thread_ends_while_another_lives, args=(3.0,))
-    child.start()
+    child = _Child(_MAIN_THREAD_ENDS_FIRST, "5")
     try:
-        deadline = time.monotonic() + 2
-        while process_state(child.pid) != "Z":   # (the other thread still sleeps: no sentinel, no waitpid)
+        deadline = time.monotonic() + 20   # (an interpreter's start on a loaded machine)
+        while process_state(child.pid) != "Z":
             assert time.monotonic() < deadline, process_state(child.pid)
             time.sleep(0.01)
-        assert child.is_alive()
+        assert child.is_alive()   # (the C thread sleeps on: no sentinel, no waitpid)
+        assert wait_any([], [child], timeout=0) == ([], [])   # a worker pool's wait: the whole process
         began = time.monotonic()
-        readable, ended = wait_any([], [child], timeout=4)
+        readable, ended = wait_any([], [child], timeout=4, main_thread=True)
         assert ended == [0] and readable == []
         assert time.monotonic() - began < 1.0 + WAIT_SLICE_SECONDS
     finally:
-        child.join(5)
+        child.close()

@@ -162,9 +162,14 @@ class Channel:
 WAIT_SLICE_SECONDS = 0.2
 
 
-def wait_any(channels: list[Channel], processes: list, timeout: float) -> tuple[list[Channel], list[int]]:
+def wait_any(channels: list[Channel], processes: list, timeout: float, *,
+             main_thread: bool = False) -> tuple[list[Channel], list[int]]:
     """Wait up to ``timeout`` seconds for a channel to have bytes or a process to end; returns the
-    readable channels and the indices of the processes that ended. Never waits longer."""
+    readable channels and the indices of the processes that ended. Never waits longer.
+    ``main_thread``: a process has ended once its main thread has (``Z`` in /proc), as a peer
+    watching it sees it, though its other threads still exit (reads /proc for each live process
+    on every return, ~10-20 us each: for the launcher, whose blame order needs it, not for a
+    worker pool's per-batch wait)."""
     live = [channel for channel in channels if not channel.closed]
     sentinels = {process.sentinel: index for index, process in enumerate(processes)}
     deadline = time.monotonic() + max(0.0, timeout)
@@ -174,19 +179,21 @@ def wait_any(channels: list[Channel], processes: list, timeout: float) -> tuple[
         # A sentinel stays open after its process ended while a copy of the child's end lives in a
         # process forked meanwhile by another thread (fork keeps close-on-exec descriptors until an
         # exec): ask each process too, so that such an end is seen within a slice, and in the same
-        # wait as a peer's report of it. Not waitpid alone: a killed process's main thread is a
-        # zombie (``Z`` in /proc, what a peer watching it sees) while its other threads (a
-        # heartbeat's) still exit, and only then does waitpid report it or its descriptors close
+        # wait as a peer's report of it. With main_thread, not waitpid alone: a killed process's
+        # main thread is a zombie (``Z`` in /proc, what a peer watching it sees) while its other
+        # threads (a heartbeat's) still exit, and only then does waitpid report it or its
+        # descriptors close
         ended = {sentinels[item] for item in ready if not isinstance(item, Channel)}
-        ended |= {index for index, process in enumerate(processes) if index not in ended and _ended(process)}
+        ended |= {index for index, process in enumerate(processes)
+                  if index not in ended and (not process.is_alive() or (main_thread and _main_thread_ended(process)))}
         if ready or ended or remaining <= WAIT_SLICE_SECONDS:
             break
     return [channel for channel in live if channel in ready], sorted(ended)
 
 
-def _ended(process) -> bool:
-    """Whether ``process`` ended (waitpid), or its main thread did (its other threads are exiting)."""
-    return not process.is_alive() or process_state(process.pid) in ("Z", "X")
+def _main_thread_ended(process) -> bool:
+    """Whether ``process``'s main thread has ended (its other threads may still be exiting)."""
+    return process_state(process.pid) in ("Z", "X")
 
 
 class Lifeline:

@@ -48,12 +48,12 @@ def test_a_rank_killed_by_a_signal_is_listed_before_the_peer_that_saw_it_die(tmp
     alive but before the wait returns, and its end must still be dated before rank 1's error."""
     real_wait = launch_module.wait_any
 
-    def slow_wait(channels, processes, timeout):   # sees news only every 0.4 s
+    def slow_wait(channels, processes, timeout, **how):   # sees news only every 0.4 s
         pause = max(0.0, min(timeout, 0.4))
         if late == "before its check":
             time.sleep(pause)
-            return real_wait(channels, processes, 0)
-        news = real_wait(channels, processes, 0)
+            return real_wait(channels, processes, 0, **how)
+        news = real_wait(channels, processes, 0, **how)
         time.sleep(pause)
         return news
 

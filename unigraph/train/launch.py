@@ -256,7 +256,7 @@ class _Job:
         # wait, not after its return: the launcher may be descheduled between the two (a loaded
         # machine), while the rank dies and its peer reports it.
         began = time.time()
-        readable, ended = wait_any(self.channels, [self.processes[rank] for rank in running], seconds)
+        readable, ended = wait_any(self.channels, [self.processes[rank] for rank in running], seconds, main_thread=True)
         ended_after, self.alive_at = self.alive_at, began
         for channel in readable:
             self._receive(self.channels.index(channel))
