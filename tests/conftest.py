@@ -92,3 +92,20 @@ def planetoid_root() -> pathlib.Path:
     if not PLANETOID_RAW.is_dir():
         pytest.skip(f"Planetoid raw files not found at {PLANETOID_RAW} (they live outside the project, in ../shared)")
     return PLANETOID_RAW
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No child process a test left behind may hold the run at exit: multiprocessing joins its
+    non-daemon children when the interpreter exits, so one hung child would hang the whole run
+    (and CI) until its time limit, as a forked child did on 2026-11-27. Such children are named
+    and killed here."""
+    import multiprocessing
+    left = multiprocessing.active_children()
+    for child in left:
+        child.kill()
+        child.join(5)
+    if left:
+        names = ", ".join(f"{child.name} (pid {child.pid})" for child in left)
+        writer = session.config.get_terminal_writer()
+        writer.line()
+        writer.line(f"killed child processes that tests left running: {names}", red=True)
