@@ -8,7 +8,6 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 import pytest

@@ -266,7 +266,6 @@ def test_the_gpu_rule_runs_the_lane_without_a_decision(function_calls, monkeypat
     """The small-graph rule's GPU side, wired as on a GPU (here its device test answers yes for
     the CPU, and the CPU side is off): auto's call runs this lane's ops with no decision asked
     and no CSR built, and gives the Function path's values and gradients."""
-    from unigraph.backends import small_graph
     monkeypatch.setattr(small_graph, "takes", lambda *args: False)
     monkeypatch.setattr(small_graph, "TINY_WORK", -1)
     monkeypatch.setattr(small_graph, "gpu_applies", lambda num_edges, width, device: num_edges * width <= 400)

@@ -27,13 +27,6 @@ from unigraph.ops import small_graph_lane  # noqa: E402
 CASES = [("copy_u", "sum"), ("copy_u", "mean"), ("u_mul_e", "sum"), ("u_mul_e", "mean")]
 
 
-@pytest.fixture
-def kernel_calls():
-    """Every call of the COO kernel (the rule's other side) inside the test."""
-    with coo_kernel_calls() as calls:
-        yield calls
-
-
 def run(g, op, reduce, u, e, grad_out):
     """The call through ``ops.gspmm`` and the gradients of ``<out, grad_out>`` for u (and e)."""
     out = ops.gspmm(g, op, reduce, u, e)
@@ -69,22 +62,23 @@ def test_tiny_calls_equal_the_coo_kernel_forward_and_backward(op, reduce, dtype,
                                rtol=1e-5, atol=1e-5)
 
 
-def test_the_bound_is_the_work_and_a_differentiated_calls_edges(kernel_calls):
-    edges = small_graph.CPU_GRAD_EDGES + 1
-    g = unigraph.Graph(torch.randint(0, 50, (2, edges), generator=torch.Generator().manual_seed(0)), num_nodes=50)
-    width = small_graph.TINY_WORK // edges   # within the work bound: 1
-    u = torch.randn(50, width)
-    ops.gspmm(g, "copy_u", "sum", u)                        # not differentiated: torch's ops
-    assert kernel_calls == []
-    out = ops.gspmm(g, "copy_u", "sum", u.requires_grad_())  # differentiated, > CPU_GRAD_EDGES edges: the kernel
-    assert kernel_calls == [(edges, width, False)] and type(out.grad_fn).__name__ == "CooSumBackward"
-    small = unigraph.Graph(torch.randint(0, 10, (2, 64), generator=torch.Generator().manual_seed(1)), num_nodes=10)
-    at = torch.randn(10, small_graph.TINY_WORK // 64, requires_grad=True)
-    past = torch.randn(10, small_graph.TINY_WORK // 64 + 1, requires_grad=True)
-    assert type(ops.gspmm(small, "copy_u", "sum", at).grad_fn).__name__ == "IndexAddBackward0"
-    assert len(kernel_calls) == 1
-    assert type(ops.gspmm(small, "copy_u", "sum", past).grad_fn).__name__ == "CooSumBackward"
-    assert kernel_calls[1:] == [(64, past.shape[1], False)]
+def test_the_bound_is_the_work_and_a_differentiated_calls_edges():
+    with coo_kernel_calls() as kernel_calls:   # every call of the COO kernel (the rule's other side)
+        edges = small_graph.CPU_GRAD_EDGES + 1
+        g = unigraph.Graph(torch.randint(0, 50, (2, edges), generator=torch.Generator().manual_seed(0)), num_nodes=50)
+        width = small_graph.TINY_WORK // edges   # within the work bound: 1
+        u = torch.randn(50, width)
+        ops.gspmm(g, "copy_u", "sum", u)                        # not differentiated: torch's ops
+        assert kernel_calls == []
+        out = ops.gspmm(g, "copy_u", "sum", u.requires_grad_())  # differentiated, > CPU_GRAD_EDGES edges: the kernel
+        assert kernel_calls == [(edges, width, False)] and type(out.grad_fn).__name__ == "CooSumBackward"
+        small = unigraph.Graph(torch.randint(0, 10, (2, 64), generator=torch.Generator().manual_seed(1)), num_nodes=10)
+        at = torch.randn(10, small_graph.TINY_WORK // 64, requires_grad=True)
+        past = torch.randn(10, small_graph.TINY_WORK // 64 + 1, requires_grad=True)
+        assert type(ops.gspmm(small, "copy_u", "sum", at).grad_fn).__name__ == "IndexAddBackward0"
+        assert len(kernel_calls) == 1
+        assert type(ops.gspmm(small, "copy_u", "sum", past).grad_fn).__name__ == "CooSumBackward"
+        assert kernel_calls[1:] == [(64, past.shape[1], False)]
 
 
 def test_explain_names_torchs_ops_for_a_tiny_call():
