@@ -21,6 +21,7 @@ from torch import Tensor
 from unigraph.backends.base import (
     Availability, Backend, Request, arg_extreme_edges, edge_messages, gsddmm_by_gather, statistics_dtype,
     take_or_minus_one)
+from unigraph.finite import all_finite
 from unigraph.structure import GraphTensors
 
 
@@ -58,7 +59,7 @@ class ScatterBackend(Backend):
                 return ts.scatter(messages, g.dst, dim=0, dim_size=g.num_dst, reduce="sum"), None, None
             acc = messages.new_zeros(out_shape, dtype=statistics_dtype(messages.dtype))
             return acc.index_add_(0, g.dst, messages.to(acc.dtype)), None, None  # rounded by the caller
-        if fast and bool(torch.isfinite(messages).all()):
+        if fast and all_finite(messages):
             scatter_extreme = ts.scatter_max if reduce == "max" else ts.scatter_min
             out, arg_e = scatter_extreme(messages, g.dst, dim=0, dim_size=g.num_dst)
             arg_e = torch.where(arg_e >= g.num_edges, -1, arg_e)  # torch-scatter marks "no edge" with E

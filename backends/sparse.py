@@ -28,6 +28,7 @@ from torch import Tensor
 from unigraph.backends.base import (
     Availability, Backend, Request, apply_binary, arg_extreme_edges, gsddmm_by_gather, per_slice_plan,
     statistics_dtype, take_or_minus_one)
+from unigraph.finite import all_finite
 from unigraph.structure import GraphTensors
 
 # Above this many per-head weight slices one SpMM per slice costs more than a segment reduce.
@@ -61,10 +62,6 @@ def _csr_matrix(g: GraphTensors, values: Tensor) -> Tensor:
         return torch.sparse_csr_tensor(ptr, g.in_src, values, size=(rows, g.num_src))
 
 
-def _all_finite(*tensors: Tensor | None) -> bool:
-    return all(t is None or bool(torch.isfinite(t).all()) for t in tensors)
-
-
 class SparseBackend(Backend):
     name = "sparse"
     summary = "DGL-style g-SpMM over CSR and g-SDDMM (torch.sparse / torch-sparse)"
@@ -86,7 +83,7 @@ class SparseBackend(Backend):
         nonempty = g.num_edges > 0 and plan is not None and plan[0].numel() > 0
         if nonempty and reduce == "sum":
             return self._spmm(g, reduce, *plan)
-        if nonempty and _torch_sparse() is not None and _all_finite(plan[0], plan[1]):
+        if nonempty and _torch_sparse() is not None and all_finite(plan[0], plan[1]):
             result = self._spmm(g, reduce, *plan)
             sentinel = torch.finfo(result[0].dtype).min if reduce == "max" else torch.finfo(result[0].dtype).max
             if not bool((result[0] == sentinel).any()):  # else a row may be all -inf/+inf: recompute

@@ -11,6 +11,7 @@ from torch.nn import Linear
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph import ops
+from unigraph.finite import all_finite
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, node_inputs
@@ -279,7 +280,7 @@ def rows_with_messages(g: Graph, aggregated: Tensor, weight: Tensor) -> int | No
     rows = g.memo(("unigraph.nn", "rows_with_in_edges"), lambda: _last_row_with_edges(g))
     if 8 * (aggregated.shape[0] - rows) < aggregated.shape[0]:   # under an eighth to skip: not worth the checks
         return None
-    if not bool(torch.isfinite(weight).all()) or bool(aggregated[rows:].any()):
+    if not all_finite(weight) or bool(aggregated[rows:].any()):
         return None
     return rows
 
@@ -322,7 +323,7 @@ class _AddProjectedRows(torch.autograd.Function):
             grad_aggregated = torch.cat([grad[:rows] @ weight,
                                          grad.new_zeros((grad.shape[0] - rows, weight.shape[1]))])
         if ctx.needs_input_grad[2]:
-            if bool(torch.isfinite(grad[rows:]).all()):
+            if all_finite(grad[rows:]):   # else the full product, whose NaN the skipped rows would make
                 grad_weight = grad[:rows].t() @ aggregated[:rows]
             else:
                 grad_weight = grad.t() @ aggregated

@@ -86,6 +86,26 @@ def test_non_finite_weights_and_gradients_propagate_as_in_the_full_product(monke
     assert out[WITH_EDGES:, 1].isnan().all()       # rows without in-edges: 0 * inf
 
 
+@pytest.mark.parametrize("case", ["+inf and -inf", "finite, summing past the largest float"])
+def test_gradients_the_one_pass_check_cannot_vouch_for_take_the_full_product(monkeypatch, case):
+    """The backward's check of the skipped rows' gradient is one sum (``unigraph.finite``): +inf and
+    -inf there sum to NaN (not finite: the full product, NaN as there), and finite values whose sum
+    overflows read as not finite too (the full product again: equal, only slower)."""
+    conv, x = make(6)
+    upstream = torch.randn(N, OUT, dtype=torch.float64)
+    if case == "+inf and -inf":
+        upstream[N - 1, 0], upstream[N - 2, 0] = float("inf"), float("-inf")
+    else:
+        upstream[WITH_EDGES:] = torch.finfo(torch.float64).max / 2
+    seen = []
+    real = sage_conv.all_finite
+    monkeypatch.setattr(sage_conv, "all_finite", lambda *t: seen.append(real(*t)) or seen[-1])
+    check(conv, x, batch_edges(6), upstream, True, monkeypatch, dense=False)
+    assert seen and not seen[-1]                # the backward's check: the full product ran
+    w_grad = grads(conv, x, conv(x, batch_edges(6)), upstream)[1]
+    assert w_grad.isnan().any() == (case == "+inf and -inf")
+
+
 def test_an_update_hook_that_fills_the_rows_is_seen(monkeypatch):
     class Shifted(U.SAGEConv):
         def update(self, aggr_out):
