@@ -94,6 +94,90 @@ def test_vmap_takes_f_linear(monkeypatch):
     torch.testing.assert_close(got, x @ w.t())
 
 
+# --------------------------------------------------------------------------- gradients zero past a prefix
+N_ROWS = 2 * pooled_linear.MIN_LIVE_ROWS_CHECK
+
+
+def _grads(fn, x, w, b, upstream, create_graph=False):
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    y = fn(*leaves)
+    return [y.detach()] + list(torch.autograd.grad(y, leaves, upstream, create_graph=create_graph))
+
+
+def _prefix_case(dtype, live, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x, w, b = (torch.randn(*s, generator=gen, dtype=dtype) for s in ((N_ROWS, 13), (7, 13), (7,)))
+    upstream = torch.randn(N_ROWS, 7, generator=gen, dtype=dtype)
+    upstream[live:] = 0          # a NeighborLoader batch's loss on out[:batch_size], through the layers above
+    return x, w, b, upstream
+
+
+def _spy(monkeypatch):
+    seen = []
+    real = pooled_linear.live_rows
+    monkeypatch.setattr(pooled_linear, "live_rows", lambda g: seen.append(real(g)) or seen[-1])
+    return seen
+
+
+def _same(mine, theirs, dtype):
+    tol = 1e-6 if dtype == torch.float32 else 1e-13   # measured bit for bit; BLAS does not promise it
+    for a, e in zip(mine, theirs):
+        torch.testing.assert_close(a, e, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("live", [0, 1, 999, N_ROWS // 2])
+def test_a_gradient_zero_past_a_prefix_gives_f_linears_gradients_over_that_prefix(poisoned_output_pool, monkeypatch,
+                                                                                  dtype, live):
+    x, w, b, upstream = _prefix_case(dtype, live)
+    seen = _spy(monkeypatch)
+    mine = _grads(pooled_linear.linear, x, w, b, upstream)
+    assert seen == [live]                          # the products ran over `live` rows (poisoned pool: the rest written)
+    _same(mine, _grads(F.linear, x, w, b, upstream), dtype)
+    assert not mine[1][live:].any()                # x's rows past the prefix: zeros
+
+
+@pytest.mark.parametrize("where", ["x past the prefix", "the weight"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_non_finite_inputs_past_the_prefix_take_the_full_product_and_its_nan(poisoned_output_pool, where, value):
+    x, w, b, upstream = _prefix_case(torch.float64, 300, seed=1)
+    if where == "the weight":
+        w[2, 3] = value                            # 0 * inf in g W: x's gradient rows past the prefix are NaN there
+    else:
+        x[N_ROWS - 1, 4] = value                   # 0 * inf in g^T x: W's gradient column 4 is NaN there
+    mine, theirs = _grads(pooled_linear.linear, x, w, b, upstream), _grads(F.linear, x, w, b, upstream)
+    _same(mine, theirs, torch.float64)
+    assert (mine[1] if where == "the weight" else mine[2]).isnan().any()
+
+
+@pytest.mark.parametrize("case", ["last row live", "last 64th live", "second half live", "NaN past the prefix",
+                                  "too few rows"])
+def test_gradients_the_prefix_cannot_cover_take_the_full_product(poisoned_output_pool, monkeypatch, case):
+    x, w, b, upstream = _prefix_case(torch.float64, 300, seed=2)
+    if case == "last row live":
+        upstream[-1, 0] = 1e-300
+    elif case == "last 64th live":
+        upstream[N_ROWS - 5, 3] = 2.0
+    elif case == "second half live":
+        upstream[N_ROWS // 2 + 1, 6] = -1.0
+    elif case == "NaN past the prefix":
+        upstream[N_ROWS - 3, 1] = float("nan")     # NaN is not zero: the row is live
+    else:
+        x, upstream = x[:pooled_linear.MIN_LIVE_ROWS_CHECK - 1], upstream[:pooled_linear.MIN_LIVE_ROWS_CHECK - 1]
+    seen = _spy(monkeypatch)
+    mine = _grads(pooled_linear.linear, x, w, b, upstream)
+    assert seen == [None]
+    _same(mine, _grads(F.linear, x, w, b, upstream), torch.float64)
+
+
+def test_create_graph_keeps_differentiable_products_over_every_row(poisoned_output_pool, monkeypatch):
+    x, w, b, upstream = _prefix_case(torch.float64, 200, seed=3)
+    seen = _spy(monkeypatch)
+    mine = _grads(pooled_linear.linear, x, w, b, upstream, create_graph=True)
+    assert seen == [] and mine[1].requires_grad and mine[2].requires_grad   # (b's gradient is a constant here)
+    _same(mine, _grads(F.linear, x, w, b, upstream, create_graph=True), torch.float64)
+
+
 # --------------------------------------------------------------------------- SAGEConv's fused product
 @pytest.mark.parametrize("aggr", ["mean", "sum"])
 @pytest.mark.parametrize("bias", [True, False])

@@ -16,12 +16,31 @@ recycles the block once torch frees the tensor. The products are the same BLAS c
 gradient is large enough to be pooled, outside autocast and ``torch.compile``, and when the pool
 is on; everything else is ``F.linear``. A backward under ``create_graph=True`` uses plain
 differentiable products, so double backward works; forward-mode AD has its ``jvp``.
+
+**Gradients that are zero past a prefix of rows.** PyG's ``NeighborLoader`` numbers a batch's
+nodes seeds first, then each hop, and its users' loss reads ``out[:batch_size]``: the output's
+gradient is zero from some row ``R`` on, often four fifths of the rows (the last hop's nodes
+reach no seed), and that zero reaches the layers below through relu and dropout. Where the
+gradient's last row and its second half are zero (:func:`live_rows`: about one pass over it
+where they are; a row or a 64th of it in a full-batch step), ``g W`` and ``g^T x`` run over the
+first ``R`` rows and ``g W``'s other rows are zeros: the same sums without their zero terms
+(``0 * w = 0`` where ``w`` is finite, so ``W`` and ``x``'s rows from ``R`` on must be: one
+:func:`unigraph.finite.all_finite` pass each, else the full product, whose NaN they would make).
+Equal values: bit for bit in every case measured (the zero rows add nothing and the BLAS blocks
+start at row 0), though BLAS does not promise it; a skipped row's zero is ``+0``. A NeighborLoader
+GraphSAGE step (``benchmarks/ports.py --ports pyg_sage_neighbor``): the three largest products of
+its backward over a fifth of the rows, the step 264 -> 204 ms at one thread (docs/performance.md).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from unigraph.finite import all_finite
+
+# Below this many rows the checks cost about what the skipped rows would
+MIN_LIVE_ROWS_CHECK = 4096
 
 
 def _pooled(shape: tuple, dtype: torch.dtype) -> Tensor:
@@ -56,13 +75,40 @@ class _PooledLinear(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        if torch.is_grad_enabled():  # create_graph: differentiable products, no out=
-            grad_x = grad @ weight if need_x else None
-        else:
-            grad_x = torch.mm(grad, weight, out=_pooled(tuple(x.shape), x.dtype)) if need_x else None
-        grad_w = grad.t() @ x if need_w else None
         grad_b = grad.sum(0) if need_b and ctx.has_bias else None
+        if torch.is_grad_enabled():  # create_graph: differentiable products, no out=
+            return (grad @ weight if need_x else None), (grad.t() @ x if need_w else None), grad_b
+        rows = live_rows(grad) if need_x or need_w else None
+        grad_x = grad_w = None
+        if need_x:
+            grad_x = _pooled(tuple(x.shape), x.dtype)
+            if rows is not None and all_finite(weight):
+                torch.mm(grad[:rows], weight, out=grad_x[:rows])
+                grad_x[rows:].zero_()
+            else:
+                torch.mm(grad, weight, out=grad_x)
+        if need_w:
+            if rows is not None and all_finite(x[rows:]):
+                grad_w = grad[:rows].t() @ x[:rows]
+            else:
+                grad_w = grad.t() @ x
         return grad_x, grad_w, grad_b
+
+
+def live_rows(grad: Tensor) -> int | None:
+    """``R`` where ``grad``'s rows from ``R`` on are zero and ``R`` is at most half its rows (worth
+    the products over ``R`` rows, module docstring); else None. Reads the last row, the last 64th,
+    the second half, then the first half's rows: a full-batch gradient costs a row or a 64th."""
+    n = grad.shape[0]
+    if n < MIN_LIVE_ROWS_CHECK or grad.dim() != 2 or grad.shape[1] == 0 or grad.layout != torch.strided:
+        return None
+    half = n // 2
+    # (NaN counts as non-zero) a gradient live in scattered rows (a full-batch loss on a mask) is
+    # caught by its last row or last 64th before the second half is read
+    if bool(grad[-1].any()) or bool(grad[n - n // 64:].any()) or bool(grad[half:].any()):
+        return None
+    live = grad[:half].any(1).nonzero()
+    return int(live[-1]) + 1 if live.numel() else 0
 
 
 def _worth_pooling(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
