@@ -52,3 +52,10 @@ def test_what_holds_no_float_is_finite():
 def test_complex_values_are_checked_entry_by_entry():
     assert all_finite(torch.tensor([1 + 2j, 3j]))
     assert not all_finite(torch.tensor([1 + 2j, complex(0, float("inf"))]))
+
+
+def test_a_tensor_that_requires_grad_is_read_without_recording_anything():
+    w = torch.ones(4, 3, requires_grad=True)
+    with torch.inference_mode():
+        assert all_finite(torch.ones(2))
+    assert all_finite(w) and w.grad is None and w.grad_fn is None

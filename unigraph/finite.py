@@ -25,6 +25,7 @@ def all_finite(*tensors: Tensor | None) -> bool:
             if not bool(torch.isfinite(t).all()):
                 return False
             continue
+        t = t.detach()   # (a check, not a computation to differentiate)
         # half precision accumulates in float32 (its own sum would overflow at 65,504)
         total = t.sum(dtype=torch.float32) if t.element_size() < 4 else t.sum()
         if not bool(torch.isfinite(total)):
