@@ -29,7 +29,8 @@ first ``R`` rows and ``g W``'s other rows are zeros: the same sums without their
 Equal values: bit for bit in every case measured (the zero rows add nothing and the BLAS blocks
 start at row 0), though BLAS does not promise it; a skipped row's zero is ``+0``. A NeighborLoader
 GraphSAGE step (``benchmarks/ports.py --ports pyg_sage_neighbor``): the three largest products of
-its backward over a fifth of the rows, the step 264 -> 204 ms at one thread (docs/performance.md).
+its backward over a fifth of the rows: with the finite gate, the step 289 -> 217 ms at one thread,
+183 -> 151 at two (docs/performance.md, "Neighbour-sampled mini-batches").
 """
 from __future__ import annotations
 
