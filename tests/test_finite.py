@@ -54,7 +54,7 @@ def test_complex_values_are_checked_entry_by_entry():
     assert not all_finite(torch.tensor([1 + 2j, complex(0, float("inf"))]))
 
 
-def test_a_tensor_that_requires_grad_is_read_without_recording_anything():
+def test_it_reads_tensors_that_require_grad_and_runs_under_inference_mode():
     w = torch.ones(4, 3, requires_grad=True)
     with torch.inference_mode():
         assert all_finite(torch.ones(2))

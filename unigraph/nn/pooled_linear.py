@@ -89,11 +89,18 @@ class _PooledLinear(torch.autograd.Function):
             else:
                 torch.mm(grad, weight, out=grad_x)
         if need_w:
-            if rows is not None and all_finite(x[rows:]):
-                grad_w = grad[:rows].t() @ x[:rows]
-            else:
-                grad_w = grad.t() @ x
+            grad_w = grad.t() @ x if rows is None else transposed_product_over_rows(grad, x, rows, zero="a")
         return grad_x, grad_w, grad_b
+
+
+def transposed_product_over_rows(a: Tensor, b: Tensor, rows: int, zero: str) -> Tensor:
+    """``a^T b`` where one factor's rows from ``rows`` on are zero (``zero``: ``"a"`` or ``"b"``):
+    over the first ``rows`` rows when the other factor's rows from there are finite (each skipped
+    term is ``0 * v``, zero only for a finite ``v``), else the full product, NaN where it makes one."""
+    other = b if zero == "a" else a
+    if all_finite(other[rows:]):
+        return a[:rows].t() @ b[:rows]
+    return a.t() @ b
 
 
 def live_rows(grad: Tensor) -> int | None:

@@ -16,6 +16,7 @@ from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
+from unigraph.nn.pooled_linear import transposed_product_over_rows
 from unigraph.nn.projection import dense, linear
 from unigraph.nn.aggr.resolver import aggregation_resolver
 from unigraph.nn.resolver import normalize_name
@@ -323,10 +324,7 @@ class _AddProjectedRows(torch.autograd.Function):
             grad_aggregated = torch.cat([grad[:rows] @ weight,
                                          grad.new_zeros((grad.shape[0] - rows, weight.shape[1]))])
         if ctx.needs_input_grad[2]:
-            if all_finite(grad[rows:]):   # else the full product, whose NaN the skipped rows would make
-                grad_weight = grad[:rows].t() @ aggregated[:rows]
-            else:
-                grad_weight = grad.t() @ aggregated
+            grad_weight = transposed_product_over_rows(grad, aggregated, rows, zero="b")
         return grad, grad_aggregated, grad_weight, None
 
 
