@@ -16,6 +16,7 @@ from torch import Tensor
 
 from unigraph import graph_compat
 from unigraph.graph_compat import count
+from unigraph.group_reduce import group_reduce
 from unigraph.self_loops import with_self_loops
 from unigraph.structure import (DegreeStats, GraphTensors, build_both_csr, build_csr, check_index_range, checked_copies,
                                 count_index, degree_stats, ingest_edge_index, ingest_edge_list, stats_from_degrees,
@@ -683,11 +684,7 @@ class Graph:
         src, dst, inverse = unique_pairs(torch.cat([forward, backward]), torch.cat([backward, forward]))
         edata = {}
         for name, value in self.edata.items():
-            both = torch.cat([value, value])
-            out = value.new_zeros((src.numel(),) + value.shape[1:])
-            index = inverse.view(-1, *([1] * (value.dim() - 1))).expand_as(both)
-            torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
-            edata[name] = out.scatter_reduce_(0, index, both, torch_reduce, include_self=False)
+            edata[name] = group_reduce(torch.cat([value, value]), inverse, src.numel(), reduce)
         return self._derived(src, dst, edata=edata)
 
     # ------------------------------------------------------------------ DGL-style accessors

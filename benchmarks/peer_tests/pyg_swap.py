@@ -51,6 +51,7 @@ TAG = "2.8.0"
 # test file -> {class under test: unigraph module that provides it}
 CONV = "unigraph.nn"
 MODELS = "unigraph.nn.models"
+AGGR = "unigraph.nn.aggr"
 FILES: dict[str, dict[str, str]] = {
     "test/nn/conv/test_gcn_conv.py": {"GCNConv": CONV},
     "test/nn/conv/test_sage_conv.py": {"SAGEConv": CONV},
@@ -64,6 +65,13 @@ FILES: dict[str, dict[str, str]] = {
     # HeteroConv and the layers it wraps that unigraph ships; GCN2Conv and MessagePassing stay PyG's
     "test/nn/conv/test_hetero_conv.py": {"HeteroConv": CONV, "GATConv": CONV, "GCNConv": CONV, "SAGEConv": CONV},
     "test/nn/conv/test_pna_conv.py": {"PNAConv": CONV},
+    "test/nn/aggr/test_basic.py": {name: AGGR for name in ("SumAggregation", "MeanAggregation", "MaxAggregation",
+                                                            "MinAggregation", "VarAggregation", "StdAggregation",
+                                                            "SoftmaxAggregation", "PowerMeanAggregation")},
+    "test/nn/aggr/test_multi.py": {"MultiAggregation": AGGR},
+    "test/nn/aggr/test_scaler.py": {"DegreeScalerAggregation": AGGR},
+    "test/nn/aggr/test_lstm.py": {"LSTMAggregation": AGGR},
+    "test/nn/aggr/test_mlp_aggr.py": {"MLPAggregation": AGGR},
     "test/nn/models/test_basic_gnn.py": {name: MODELS for name in ("GCN", "GraphSAGE", "GIN", "GAT", "EdgeCNN", "PNA")},
 }
 SUPPORT = ["test/conftest.py"]  # PyG's fixtures (get_dataset, ...)
@@ -221,7 +229,7 @@ def categorize(name: str, message: str, text: str) -> str:
     head = message.strip()
     if "pyg_swap stand-in" in message + text:
         return "missing in unigraph"
-    if "jit" in name or "torch.jit" in head or "TorchScript" in head:
+    if "jit" in name or "torch.jit" in head or "TorchScript" in head or "__torch__." in head:  # (script's class names)
         return "TorchScript"
     if "graph_break" in name or "graph_break_count" in text:
         return "torch.compile graph breaks"

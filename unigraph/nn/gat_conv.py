@@ -10,6 +10,7 @@ from torch.nn import Linear, Parameter
 
 from unigraph import ops
 from unigraph.graph import Graph
+from unigraph.group_reduce import group_reduce
 from unigraph.nn.call_forms import Call, resolve
 from unigraph.nn.checks import (
     channels_pair, check_positive, check_probability, check_width, edge_input, glorot_, node_inputs)
@@ -19,7 +20,7 @@ from unigraph.nn.projection import linear
 from unigraph.nn.static_graph import refuse_static
 from unigraph.self_loops import SelfLooped, with_self_loops
 
-LOOP_FILL_REDUCES = {"mean": "mean", "add": "sum", "sum": "sum", "max": "amax", "min": "amin"}
+LOOP_FILL_REDUCES = ("mean", "add", "sum", "max", "min")   # (unigraph.group_reduce's names)
 
 
 def check_fill_value(fill_value, who: str):
@@ -39,10 +40,7 @@ def loop_edge_attr(g: Graph, looped: SelfLooped, edge_attr: Tensor, fill_value) 
         return torch.as_tensor(fill_value, dtype=edge_attr.dtype, device=edge_attr.device).expand(shape).clone()
     kept_attr = edge_attr.index_select(0, looped.kept)
     kept_dst = g.dst.index_select(0, looped.kept)
-    index = kept_dst.view((-1,) + (1,) * (edge_attr.dim() - 1)).expand_as(kept_attr)
-    out = edge_attr.new_zeros((g.num_dst_nodes,) + tuple(edge_attr.shape[1:]))
-    out = out.scatter_reduce(0, index, kept_attr, LOOP_FILL_REDUCES[fill_value], include_self=False)
-    return out[: looped.num_loops]
+    return group_reduce(kept_attr, kept_dst, g.num_dst_nodes, fill_value)[: looped.num_loops]
 
 
 def attention_dropout_mask(num_edges: int, heads: int, p: float, like: Tensor) -> Tensor:

@@ -19,19 +19,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-REDUCES = {"sum": "sum", "add": "sum", "mean": "mean", "max": "amax", "min": "amin"}
-
+from unigraph.group_reduce import group_reduce as rows_into_groups
 
 def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str, dim: int = 0) -> Tensor:
-    """``reduce`` of the slices of ``x`` along ``dim`` per group ``index`` (0 for an empty group)."""
-    moved = x.movedim(dim, 0)
-    shape = (dim_size,) + tuple(moved.shape[1:])
-    if reduce in ("sum", "add"):
-        out = moved.new_zeros(shape).index_add(0, index, moved)
-    else:
-        expanded = index.view((-1,) + (1,) * (moved.dim() - 1)).expand_as(moved)
-        out = moved.new_zeros(shape).scatter_reduce(0, expanded, moved, REDUCES[reduce], include_self=False)
-    return out.movedim(0, dim)
+    """``reduce`` of the slices of ``x`` along ``dim`` per group ``index`` (0 for an empty group;
+    max/min with exact gradients: :mod:`unigraph.group_reduce`)."""
+    return rows_into_groups(x.movedim(dim, 0), index, dim_size, reduce).movedim(0, dim)
 
 
 def group_softmax(x: Tensor, index: Tensor, dim_size: int, dim: int = 0) -> Tensor:
@@ -47,8 +40,10 @@ def checked_groups(index: Tensor, dim_size: int, who: str) -> Tensor:
     """``index`` as int64, every group in ``[0, dim_size)`` (else ``ValueError`` naming ``who``)."""
     if index.numel():
         low, high = int(index.min()), int(index.max())
-        if low < 0 or high >= dim_size:
-            raise ValueError(f"{who}: index holds group {low if low < 0 else high}, outside [0, {dim_size})")
+        if low < 0:
+            raise ValueError(f"{who}: index holds group {low}, outside [0, {dim_size})")
+        if high >= dim_size:
+            raise ValueError(f"{who}: invalid 'dim_size' ({dim_size}): index holds group {high}, outside [0, {dim_size})")
     return index.to(torch.int64)
 
 
@@ -75,7 +70,7 @@ class Aggregation(torch.nn.Module):
         if not isinstance(x, Tensor):
             raise TypeError(f"{who} expects a tensor x, got {type(x).__name__}")
         if not -x.dim() <= dim < max(x.dim(), 1):
-            raise ValueError(f"{who}: dim={dim} is out of range for x of shape {list(x.shape)}")
+            raise ValueError(f"{who}: invalid dimension: dim={dim} is out of range for x of shape {list(x.shape)}")
         dim = dim % x.dim()
         rows = x.shape[dim]
         if ptr is not None:
