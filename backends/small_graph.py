@@ -1,11 +1,13 @@
-"""The small-graph rule: the g-SpMM sums ``auto`` runs on numba's COO kernels, decided from
-the call's size and torch's thread count alone (no degree statistics, no cost model).
+"""The small-graph rule: the g-SpMM sums (and ``copy_u`` maxima and minima) ``auto`` runs on
+numba's COO kernels, decided from the call's size and torch's thread count alone (no degree
+statistics, no cost model).
 
-The rule: under ``auto``, a ``copy_u`` or ``u_mul_e`` (one weight per edge) sum or mean on the
-CPU, float32/float64, with numba installed, whose work ``E x F`` (edges times feature width) is at
-most :data:`SMALL_WORK` divided by ``torch.get_num_threads()`` at the call (524,288 at two threads),
-runs ``unigraph.kernels.cpu.coo`` through the native lane (``unigraph/ops/small_graph_lane.py``):
-each thread owns a range of destination rows and scans the edge list once, adding in edge order.
+The rule: under ``auto``, a ``copy_u`` or ``u_mul_e`` (one weight per edge) sum or mean, or a
+``copy_u`` max or min, on the CPU, float32/float64, with numba installed, whose work ``E x F``
+(edges times feature width) is at most :data:`SMALL_WORK` divided by ``torch.get_num_threads()``
+at the call (524,288 at two threads), runs ``unigraph.kernels.cpu.coo`` through the native lane
+(``unigraph/ops/small_graph_lane.py``): each thread owns a range of destination rows and scans the
+edge list once, adding (or comparing) in edge order.
 
 Why a rule and not the cost model: the cost model ranks kernels on a graph whose formats exist.
 On a graph that is new every call (a mini-batch of small graphs: PyG's ``DataLoader`` collates a
@@ -110,6 +112,8 @@ TINY_WORK = 1 << 12        # edges x feature width on the CPU at most which a ca
 CPU_GRAD_EDGES = 2048
 OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
+EXTREMES = ("max", "min")   # ... of these ops only (COO kernel with winners; CPU side only)
+EXTREME_OPS = ("copy_u",)
 DTYPES = (torch.float32, torch.float64)
 
 
@@ -188,23 +192,27 @@ def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, w
                        dtype: torch.dtype, device: torch.device, threads: int, fresh: bool = False,
                        grad: bool = False) -> bool:
     """:func:`applies` (or :func:`ops_apply`) for a request's fields (what ``explain`` asks)."""
+    if kind == "gspmm" and op in EXTREME_OPS and reduce in EXTREMES and dtype in DTYPES:
+        return applies(num_edges, width, device, threads, fresh)   # (no torch-ops side for max/min)
     return (kind == "gspmm" and op in OPS and reduce in REDUCES and dtype in DTYPES
             and (applies(num_edges, width, device, threads, fresh) or ops_apply(num_edges, width, device, grad)))
 
 
-def backend_for(num_edges: int, width: int, device: torch.device, grad: bool) -> str:
-    """Whose kernels (or ops) the rule runs for such a call."""
-    return OPS_BACKEND if ops_apply(num_edges, width, device, grad) else BACKEND
+def backend_for(num_edges: int, width: int, device: torch.device, grad: bool, extreme: bool = False) -> str:
+    """Whose kernels (or ops) the rule runs for such a call (``extreme``: a max/min, always numba's)."""
+    return OPS_BACKEND if not extreme and ops_apply(num_edges, width, device, grad) else BACKEND
 
 
 def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
-           device: torch.device = torch.device("cpu"), grad: bool = False) -> str:
-    """What ``explain`` says when the rule decided."""
+           device: torch.device = torch.device("cpu"), grad: bool = False, extreme: bool = False) -> str:
+    """What ``explain`` says when the rule decided (``extreme``: for a max/min)."""
     shapes = "(for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go by the cost model)"
+    if extreme:
+        shapes = "(copy_u max/min: the COO kernel keeps each element's winning source, as every backend does)"
     if device.type == "cuda":
         return (f"small-graph rule on a GPU: {num_edges} edges x {max(width, 1)} features <= {GPU_WORK:,}: torch's "
                 f"index_select + index_add_ (the scatter backend's ops), no CSR, no statistics {shapes}")
-    if tiny_applies(num_edges, width, device, grad):
+    if tiny_applies(num_edges, width, device, grad) and not extreme:
         edges = f", {num_edges} edges <= {CPU_GRAD_EDGES:,} (differentiated)" if grad else ""
         return (f"small-graph rule, a tiny call: {num_edges} edges x {max(width, 1)} features <= {TINY_WORK:,}{edges}: "
                 f"torch's index_select + index_add_ (the scatter backend's ops, autograd's own nodes), no CSR, no "

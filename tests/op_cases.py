@@ -105,13 +105,18 @@ def assert_matches(out, expected, inputs, names, generator, what, equal_nan=Fals
 
 @contextlib.contextmanager
 def coo_kernel_calls():
-    """Every call of the small-graph rule's COO kernel (``unigraph/ops/small_graph_lane.py``) inside
-    the block, as ``(edges, width, weighted)``."""
+    """Every call of the small-graph rule's COO kernels (``unigraph/ops/small_graph_lane.py``: sums
+    and max/min) inside the block, as ``(edges, width, weighted)``."""
     from unigraph.ops import small_graph_lane
     calls = []
 
     def counted(src, dst, u, w, num_dst, inner=small_graph_lane._sum):
         calls.append((src.numel(), u.shape[1], w is not None))
         return inner(src, dst, u, w, num_dst)
-    with mock.patch.object(small_graph_lane, "_sum", counted):
+
+    def counted_extreme(src, dst, u, num_dst, reduce, inner=small_graph_lane._extreme):
+        calls.append((src.numel(), u.shape[1], False))
+        return inner(src, dst, u, num_dst, reduce)
+    with mock.patch.object(small_graph_lane, "_sum", counted), \
+            mock.patch.object(small_graph_lane, "_extreme", counted_extreme):
         yield calls

@@ -14,7 +14,10 @@ the same, bit for bit, at any thread count (deterministic, no atomics); the edge
 per thread (16 bytes an edge), the rows' additions are divided among them.
 
 The backward of a sum is the same sum with the roles swapped (``grad_x[src_k] += w_k grad_out[dst_k]``),
-so one kernel serves both directions. Index arrays are int64 (the graph's own, checked when the
+so one kernel serves both directions. The max/min kernel keeps each output element's winning
+source (the first edge in edge-id order on ties; the first NaN, which no number replaces): the
+CSR kernel's winner (``spmm.gather_extreme``: CSR rows keep the edges in edge-id order), so the
+backward's scatter at the winners is the one every backend runs. Index arrays are int64 (the graph's own, checked when the
 graph was built); the caller guarantees ``x`` has a row for every source index and ``out`` one
 for every destination index.
 """
@@ -24,6 +27,7 @@ import numpy as np
 from numba import prange
 
 from unigraph.kernels.cpu import FASTMATH, parallel_kernel
+from unigraph.kernels.cpu.spmm import beats
 
 
 def row_ranges(rows: int, threads: int) -> np.ndarray:
@@ -52,3 +56,24 @@ def scatter_sum(bounds, src, dst, w, weighted, x, out):
                 else:
                     for j in range(width):
                         out[d, j] += x[s, j]
+
+
+@parallel_kernel(fastmath=FASTMATH)
+def scatter_extreme(bounds, src, dst, x, sign, out, arg):
+    """``out[v, j]`` = max (``sign`` 1) or min (-1) of ``x[src[k], j]`` over the edges ``k`` into
+    ``v``, ``arg[v, j]`` its source ``src[k]`` (the first edge on ties, see the module docstring);
+    0 and -1 for a row without in-edges. ``out`` [Nd, F] and ``arg`` are overwritten."""
+    width = out.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        out[lo:hi] = 0
+        arg[lo:hi] = -1
+        for k in range(src.shape[0]):
+            d = dst[k]
+            if lo <= d < hi:
+                s = src[k]
+                for j in range(width):
+                    value = x[s, j]
+                    take = (arg[d, j] < 0) | beats(value, out[d, j], sign)
+                    out[d, j] = value if take else out[d, j]
+                    arg[d, j] = s if take else arg[d, j]

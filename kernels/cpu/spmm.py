@@ -69,7 +69,7 @@ def gather_sum(blocks, ptr, rows, x, out):
 
 
 @numba.njit(inline="always")
-def _beats(value, best, sign):
+def beats(value, best, sign):
     """Whether ``value`` replaces the running extreme ``best`` (``sign`` 1 for max, -1 for min:
     negation is exact, so ``-value > -best`` is ``value < best``). NaN beats every number and is
     never replaced (NaN propagates, as in torch.amax); otherwise strictly greater, so the first
@@ -104,7 +104,7 @@ def gather_extreme(blocks, ptr, rows, x, sign, slot_like, out, arg):
                 r = rows[p]
                 for k in range(width):
                     value = x[r, k]
-                    take = _beats(value, best[k], sign)
+                    take = beats(value, best[k], sign)
                     best[k] = value if take else best[k]
                     slot[k] = p if take else slot[k]
             for k in range(width):
@@ -168,7 +168,7 @@ def binary_extreme(blocks, ptr, src, eid, u, e, uoff, eoff, op, sign, out, arg_u
                 s, edge = src[q], eid[q]
                 for k in range(width):
                     value = apply(op, u[s, uoff[k]], e[edge, eoff[k]])
-                    if _beats(value, out[v, k], sign):
+                    if beats(value, out[v, k], sign):
                         out[v, k] = value
                         slot[k] = q
             for k in range(width):

@@ -1,6 +1,6 @@
 """The native lane's small-graph path (unigraph/ops/small_graph_lane.py): ``copy_u`` and per-edge
-``u_mul_e`` sums and means that ``auto`` sends to numba's COO kernels by the small-graph
-rule. Equal to a float64 reference and to every CPU backend named, forward, backward and double
+``u_mul_e`` sums and means, and ``copy_u`` maxima and minima, that ``auto`` sends to numba's COO
+kernels by the small-graph rule. Equal to a float64 reference and to every CPU backend named, forward, backward and double
 backward, on drawn graphs with every edge case; it builds no CSR; its guards hold when what it
 depends on changes between calls."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ from unigraph.backends import small_graph  # noqa: E402
 from unigraph.ops import small_graph_lane  # noqa: E402
 
 CASES = [("copy_u", "sum", None), ("copy_u", "mean", None), ("u_mul_e", "sum", "[E]"), ("u_mul_e", "mean", "[E]"),
-         ("u_mul_e", "sum", "[E, 1]"), ("u_mul_e", "mean", "[E, 1]")]
+         ("u_mul_e", "sum", "[E, 1]"), ("u_mul_e", "mean", "[E, 1]"), ("copy_u", "max", None), ("copy_u", "min", None)]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -143,7 +143,9 @@ def test_explain_names_the_rule_and_what_runs(lane_calls):
     explanation = unigraph.explain(g, "copy_u", "mean", x)
     assert explanation.backend == "numba" and explanation.reason.startswith("small-graph rule: 3 edges x 4 features")
     assert "the cost model's pick otherwise" in explanation.reason
-    assert "small-graph rule" not in unigraph.explain(g, "copy_u", "max", x).reason
+    extreme = unigraph.explain(g, "copy_u", "max", x)
+    assert extreme.backend == "numba" and "winning source" in extreme.reason
+    assert "small-graph rule" not in unigraph.explain(g, "u_mul_e", "max", x).reason
     assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x.half()).reason
     assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x, backend="numba").reason
 
@@ -294,8 +296,32 @@ def test_the_same_bits_at_every_thread_count(threads):
     try:
         torch.set_num_threads(1)
         one = [small_graph_lane._sum(src, dst, x, weights, 300) for weights in (None, w)]
+        extremes = [small_graph_lane._extreme(src, dst, x.round(), 300, reduce) for reduce in ("max", "min")]  # ties
         torch.set_num_threads(threads)
         assert all(torch.equal(a, small_graph_lane._sum(src, dst, x, weights, 300))
                    for a, weights in zip(one, (None, w)))
+        for (out, arg), reduce in zip(extremes, ("max", "min")):
+            again, again_arg = small_graph_lane._extreme(src, dst, x.round(), 300, reduce)
+            assert torch.equal(out, again) and torch.equal(arg, again_arg)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_extremes_pick_the_csr_kernels_winners_on_ties_and_nan(lane_calls, reduce):
+    """Integer-valued features (ties everywhere), a NaN, rows without in-edges: the COO kernel's
+    values and gradient equal the CSR kernel's bit for bit (the same winner per element: the first
+    edge in edge-id order, the first NaN)."""
+    gen = torch.Generator().manual_seed(5)
+    edge_index = torch.randint(0, 60, (2, 400), generator=gen)
+    edge_index[1] %= 55                                   # rows 55..59 have no in-edges
+    g = unigraph.Graph(edge_index, num_nodes=60)
+    x = torch.randint(-2, 3, (60, 8), generator=gen).double()
+    x[7, 3], x[11, 3] = float("nan"), float("nan")
+    x.requires_grad_()
+    out = ops.gspmm(g, "copy_u", reduce, x)
+    assert lane_calls == [(400, 8, False)]
+    plain = ops.gspmm(g, "copy_u", reduce, x, backend="numba")
+    assert torch.equal(out.nan_to_num(99.0), plain.nan_to_num(99.0)) and torch.equal(out[55:], torch.zeros(5, 8))
+    upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    assert torch.equal(*(torch.autograd.grad(y, x, upstream)[0] for y in (out, plain)))

@@ -61,7 +61,8 @@ DTYPES = (torch.float32, torch.float64)
 def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | None:
     """``reduce_{(s, v)} u[s] (* e[edge])`` per destination ``v`` on the native lane, or None
     where the lane does not apply (the caller then takes the ordinary path)."""
-    if (reduce not in REDUCES or not isinstance(g, Graph) or not isinstance(u, Tensor) or traced(u, e)
+    extreme = reduce in small_graph.EXTREMES and op in small_graph.EXTREME_OPS
+    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or not isinstance(u, Tensor) or traced(u, e)
             or u.layout != torch.strided or u.is_nested or u.dim() != 2 or u.dtype not in DTYPES
             or u.device != g.device or u.shape[0] != g.num_src_nodes):
         return None  # (the ordinary path names what is wrong, if anything)
@@ -77,6 +78,10 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     grad = differentiated(u, e)
     src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     choice, _ = selector.current_choice(explicit)
+    if extreme:   # only the small-graph rule's COO kernel here; every other max/min the ordinary way
+        if choice == "auto" and small_graph.takes(g, u.shape[1], u.device):
+            return small_graph_lane.extreme(src, dst, u, g.num_dst_nodes, reduce, grad)
+        return None
     decided = None
     if choice == "auto":
         if small_graph.ops_apply(g.num_edges, u.shape[1], u.device, grad):

@@ -14,6 +14,13 @@ require grad: numba's per-edge dot, ``kernels/cpu/sddmm.py``, with no ``[E, F]``
 index ops where that gradient must itself be differentiable). The mean's division is torch's, by the in-degree counts the
 native lane keeps on the graph.
 
+A ``copy_u`` max or min (:func:`extreme`) runs numba's COO max/min kernel, which also records
+each output element's winning source: the first edge in edge-id order on ties, the first NaN of a
+NaN row (``unigraph.kernels.cpu.coo``), the winner every backend's max/min records
+(``docs/ops.md``). Its gradient is the scatter of ``grad_out`` at the winners
+(``grad_u[arg[v, j], j] += grad_out[v, j]``, -1 skipped): the numba backend's kernel for it, torch's
+differentiable form where a double backward records it.
+
 The same function as every backend: each row's sum runs in edge order, whatever the thread count
 (the scatter backend's order; the CSR kernels add the same terms in the same order per row, four
 at a time), in the operand's dtype. The graph's index tensors are the ones it checked when it was
@@ -27,6 +34,8 @@ import importlib
 import torch
 from torch import Tensor
 
+from unigraph import backends as registry
+from unigraph.backends.base import scatter_at_rows
 from unigraph.kernels.cpu import alloc
 from unigraph.kernels.cpu.threads import current_threads, threads_for
 
@@ -48,6 +57,24 @@ def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int) ->
         coo.scatter_sum(coo.row_ranges(num_dst, current_threads()), src.numpy(), dst.numpy(), weights,
                         w is not None, x, out.numpy())
     return out
+
+
+def extreme(src: Tensor, dst: Tensor, u: Tensor, num_dst: int, reduce: str, grad: bool) -> Tensor:
+    """``max`` or ``min`` (``reduce``) of ``u[src[k]]`` over the edges ``k`` into each ``v`` in
+    ``0..num_dst-1`` (0 for a row without in-edges); ``grad``: whether autograd records it."""
+    if grad:
+        return CooExtreme.apply(u, src, dst, num_dst, reduce)
+    return _extreme(src, dst, u, num_dst, reduce)[0]
+
+
+def _extreme(src: Tensor, dst: Tensor, u: Tensor, num_dst: int, reduce: str) -> tuple[Tensor, Tensor]:
+    out = alloc.empty((num_dst, u.shape[1]), u.dtype)   # the kernel writes every element of both
+    arg = alloc.empty((num_dst, u.shape[1]), torch.int64)
+    coo = _kernels("coo")
+    with threads_for(src.shape[0] * u.shape[1]):
+        coo.scatter_extreme(coo.row_ranges(num_dst, current_threads()), src.numpy(), dst.numpy(),
+                            u.detach().contiguous().numpy(), 1.0 if reduce == "max" else -1.0, out.numpy(), arg.numpy())
+    return out, arg
 
 
 def _kernels(name: str):
@@ -99,3 +126,24 @@ def _edge_dots(rows_a: Tensor, rows_b: Tensor, a: Tensor, b: Tensor) -> Tensor:
         _kernels("sddmm").dot_same_shape(rows_a.numpy(), rows_b.numpy(), a.detach().contiguous().numpy()[:, None, :],
                                          b.detach().contiguous().numpy()[:, None, :], out.numpy())
     return out.view(edges)
+
+
+class CooExtreme(torch.autograd.Function):
+    """:func:`extreme` as an autograd Function: the gradient goes to each element's winning source
+    (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, src: Tensor, dst: Tensor, num_dst: int, reduce: str) -> Tensor:
+        out, arg = _extreme(src, dst, u, num_dst, reduce)
+        ctx.num_src, ctx.width = u.shape[0], u.shape[1]
+        ctx.save_for_backward(arg)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (arg,) = ctx.saved_tensors
+        if torch.is_grad_enabled() and grad_out.requires_grad:   # a double backward records it
+            grad_u = scatter_at_rows(grad_out, arg, ctx.num_src, (ctx.width,))
+        else:
+            grad_u = registry.get("numba").scatter_at_rows(grad_out.contiguous(), arg, ctx.num_src, (ctx.width,))
+        return grad_u, None, None, None, None
