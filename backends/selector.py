@@ -361,10 +361,11 @@ def explain_request(stats, request: Request, choice: str = "auto", source: str =
                                           request.feature_width, request.dtype, device, request.threads,
                                           fresh, request.grad):
             # the native lane applies the rule before any estimate (unigraph/ops/native_lane.py)
-            extreme = request.reduce in small_graph.EXTREMES
+            extreme, copy_e = request.reduce in small_graph.EXTREMES, request.op == small_graph.COPY_E
             rule = small_graph.reason(stats.num_edges, request.feature_width, request.threads, fresh, device,
-                                      request.grad, extreme)
-            backend = small_graph.backend_for(stats.num_edges, request.feature_width, device, request.grad, extreme)
+                                      request.grad, extreme, copy_e)
+            backend = small_graph.backend_for(stats.num_edges, request.feature_width, device, request.grad, extreme,
+                                              copy_e)
             return Explanation(backend, f"{rule}; "
                                f"the cost model's pick otherwise: {name} ({reason})", "auto", request, stats,
                                candidates)

@@ -114,6 +114,7 @@ OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
 EXTREMES = ("max", "min")   # ... of these ops only (COO kernel with winners; CPU side only)
 EXTREME_OPS = ("copy_u",)
+COPY_E = "copy_e"           # a sum or mean of per-edge values: torch's index_add_ under the rule (CPU and GPU)
 DTYPES = (torch.float32, torch.float64)
 
 
@@ -194,21 +195,31 @@ def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, w
     """:func:`applies` (or :func:`ops_apply`) for a request's fields (what ``explain`` asks)."""
     if kind == "gspmm" and op in EXTREME_OPS and reduce in EXTREMES and dtype in DTYPES:
         return applies(num_edges, width, device, threads, fresh)   # (no torch-ops side for max/min)
+    if kind == "gspmm" and op == COPY_E and reduce in REDUCES and dtype in DTYPES:
+        return applies(num_edges, width, device, threads, fresh) or gpu_applies(num_edges, width, device)
     return (kind == "gspmm" and op in OPS and reduce in REDUCES and dtype in DTYPES
             and (applies(num_edges, width, device, threads, fresh) or ops_apply(num_edges, width, device, grad)))
 
 
-def backend_for(num_edges: int, width: int, device: torch.device, grad: bool, extreme: bool = False) -> str:
-    """Whose kernels (or ops) the rule runs for such a call (``extreme``: a max/min, always numba's)."""
+def backend_for(num_edges: int, width: int, device: torch.device, grad: bool, extreme: bool = False,
+                copy_e: bool = False) -> str:
+    """Whose kernels (or ops) the rule runs for such a call (``extreme``: a max/min, always numba's;
+    ``copy_e``: always torch's ``index_add_``)."""
+    if copy_e:
+        return OPS_BACKEND
     return OPS_BACKEND if not extreme and ops_apply(num_edges, width, device, grad) else BACKEND
 
 
 def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
-           device: torch.device = torch.device("cpu"), grad: bool = False, extreme: bool = False) -> str:
+           device: torch.device = torch.device("cpu"), grad: bool = False, extreme: bool = False,
+           copy_e: bool = False) -> str:
     """What ``explain`` says when the rule decided (``extreme``: for a max/min)."""
     shapes = "(for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go by the cost model)"
     if extreme:
         shapes = "(copy_u max/min: the COO kernel keeps each element's winning source, as every backend does)"
+    if copy_e:
+        return (f"small-graph rule, per-edge values: {num_edges} edges x {max(width, 1)} features: torch's index_add_ "
+                "over the edges (the scatter backend's op), no CSR, no statistics (copy_e [E, F] sum or mean)")
     if device.type == "cuda":
         return (f"small-graph rule on a GPU: {num_edges} edges x {max(width, 1)} features <= {GPU_WORK:,}: torch's "
                 f"index_select + index_add_ (the scatter backend's ops), no CSR, no statistics {shapes}")

@@ -22,6 +22,12 @@ BACKENDS = cpu_test_backends()
 WIDTH = 5
 
 
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
+
 # ---------------------------------------------------------------------- messages under test
 class CopySource(MessagePassing):
     def message(self, x_j):

@@ -17,6 +17,12 @@ from unigraph import MessagePassing
 WIDTH = 4
 
 
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
+
 def make_graph(num_nodes=7, num_edges=23, seed=0):
     gen = torch.Generator().manual_seed(seed)
     return unigraph.Graph(torch.randint(0, num_nodes, (2, num_edges), generator=gen), num_nodes=num_nodes)

@@ -16,6 +16,12 @@ from unigraph.message_passing import MessagePassing
 from unigraph.nn import GINConv
 
 
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
+
 class Plain(MessagePassing):
     """A layer that keeps every default hook."""
 

@@ -12,6 +12,12 @@ import torch.nn.functional as F
 from fused_vs_plain import (
     Inputs, assert_matches_plain, assert_same, fused_and_plain, make_graph, propagate, ran_as_written, update_all)
 
+
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
 # ---------------------------------------------------------------------- writes into fresh intermediates: exact, fused
 
 

@@ -13,6 +13,12 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing import base
 
 
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
+
 class Weighted(MessagePassing):
     """GCNConv's message: one weight per edge times the source features."""
 

@@ -16,6 +16,12 @@ from fused_vs_plain import (
 from test_message_tracing_soundness import Cube
 
 
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
+
 def _no_grad_block(x_j, x_i, w, p):
     with torch.no_grad():
         y = x_j * p

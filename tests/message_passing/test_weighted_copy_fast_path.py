@@ -14,6 +14,12 @@ from unigraph.message_passing import MessagePassing, base
 from unigraph.nn import GCNConv, GraphConv
 
 
+@pytest.fixture(autouse=True)
+def _the_fused_path_on_small_graphs(no_small_graph_rule):
+    """These tests are of the fused path: on their small graphs ``auto`` would run the messages
+    eagerly (the small-graph rule: ``message_passing/base.py: _small_enough_for_eager``)."""
+
+
 def _graph() -> unigraph.Graph:
     # a hub (node 0), a self-loop, a repeated edge and nodes without in-edges
     src = torch.tensor([1, 2, 3, 4, 5, 0, 2, 2, 5, 5, 6])

@@ -325,3 +325,35 @@ def test_extremes_pick_the_csr_kernels_winners_on_ties_and_nan(lane_calls, reduc
     assert torch.equal(out.nan_to_num(99.0), plain.nan_to_num(99.0)) and torch.equal(out[55:], torch.zeros(5, 8))
     upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     assert torch.equal(*(torch.autograd.grad(y, x, upstream)[0] for y in (out, plain)))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_per_edge_values_are_summed_by_index_add_without_csr(reduce):
+    """A ``copy_e`` sum or mean (a message tensor's aggregation) under the rule: torch's
+    ``index_add_`` over the edges, no CSR, no statistics; equal to every backend named, forward and
+    backward; explain names it; a named backend is not replaced."""
+    gen = torch.Generator().manual_seed(2)
+    edge_index = torch.randint(0, 50, (2, 400), generator=gen)
+    edge_index[1] %= 45                               # rows 45..49 have no in-edges
+    g = unigraph.Graph(edge_index, num_nodes=50)
+    e = torch.randn(400, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    from unigraph.ops import native_lane
+    taken = []
+
+    def counted(*args, inner=native_lane.run_copy_e):
+        taken.append(inner(*args))
+        return taken[-1]
+    with mock.patch.object(native_lane, "run_copy_e", counted):
+        out = ops.gspmm(g, "copy_e", reduce, e=e)
+    assert len(taken) == 1 and taken[0] is out and not g.has_memo("in_csr") and not g.has_memo("stats")
+    explanation = unigraph.explain(g, "copy_e", reduce, 6)
+    assert explanation.backend == "scatter" and "index_add_" in explanation.reason
+    upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    (mine,) = torch.autograd.grad(out, e, upstream)
+    torch.testing.assert_close(out, gspmm_ref(g, "copy_e", reduce, None, e.detach()), rtol=1e-12, atol=1e-12)
+    for backend in cpu_test_backends():
+        other = ops.gspmm(g, "copy_e", reduce, e=e, backend=backend)
+        torch.testing.assert_close(out, other, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(mine, torch.autograd.grad(other, e, upstream)[0], rtol=1e-12, atol=1e-12)
+    assert g.has_memo("in_csr")   # (a named backend built them: the rule did not replace it)
+    assert torch.autograd.gradgradcheck(lambda t: ops.gspmm(g, "copy_e", reduce, e=t), (e[:, :2].detach().requires_grad_(),))

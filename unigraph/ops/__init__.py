@@ -93,6 +93,10 @@ def gspmm(g: Graph, op: str, reduce: str, u: Tensor | None = None, e: Tensor | N
         out = native_lane.run(g, op, reduce, u, e, backend)
         if out is not None:
             return out
+    elif op == "copy_e" and u is None:
+        out = native_lane.run_copy_e(g, reduce, e, backend)
+        if out is not None:
+            return out
     gt = _tensors(g)
     u, e = _autocast(gt.device, u, e)
     features = check_gspmm(gt, op, reduce, u, e)

@@ -105,6 +105,27 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
 
 
+def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
+    """``reduce_{k: dst_k = v} e[k]`` (a ``copy_e`` sum or mean: a message tensor's aggregation,
+    ``MessagePassing.aggregate``) as torch's ``index_add_`` over the edges, where ``auto``'s
+    small-graph rule takes the call (CPU or GPU side); None elsewhere (the ordinary path). On a new
+    graph every step the ordinary path first builds both CSRs and the degree statistics and asks
+    for a decision (~110 us of a GINEConv call on a PyG batch of 128 small graphs); the sum needs
+    none of them, and its backward is autograd's ``index_select`` of the gradient."""
+    if (reduce not in REDUCES or not isinstance(g, Graph) or not isinstance(e, Tensor) or traced(e)
+            or e.layout != torch.strided or e.is_nested or e.dim() != 2 or e.dtype not in DTYPES
+            or e.device != g.device or e.shape[0] != g.num_edges):
+        return None
+    if torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(e.device.type):
+        return None
+    if selector.current_choice(explicit)[0] != "auto" or not (
+            small_graph.takes(g, e.shape[1], e.device) or small_graph.gpu_applies(g.num_edges, e.shape[1], e.device)):
+        return None
+    _, dst = g._coo()  # checks that no index tensor changed since the graph checked it
+    out = e.new_zeros((g.num_dst_nodes, e.shape[1])).index_add_(0, dst, e)
+    return out / _in_degree_divisor(g, e.dtype) if reduce == "mean" else out
+
+
 def may_avoid_csr(num_edges: int, device: torch.device) -> str | None:
     """Why a new graph of ``num_edges`` edges on ``device`` may be built without CSRs, or None:
     ``"scatter"`` where the current backend choice names this lane's backend (its calls need
