@@ -5,7 +5,7 @@
 #   benchmarks/run_all.sh                  # full run into benchmarks/results/scratch/run_all (nothing committed is touched)
 #   benchmarks/run_all.sh --out DIR        # full run into DIR
 #   benchmarks/run_all.sh --commit         # full run replacing benchmarks/results/* and the fitted cost-model constants
-#   ... --only kernels,selector            # a subset of the steps: kernels selector target planetoid arxiv allocator minibatch sampling scaling ports
+#   ... --only kernels,selector            # a subset of the steps: kernels selector target planetoid arxiv allocator minibatch sampling small_batches scaling ports
 #
 # Run it on an otherwise idle machine (uptime's load average near 0; every file records it).
 # A full run takes ~5-7 h on the 2-core, 24 GiB CPU machine and peaks at ~20 GiB (the mini-batch
@@ -16,7 +16,7 @@ PY=${PYTHON:-python}
 [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
 ROOT=${PLANETOID_ROOT:-../shared/datasets/planetoid/raw}
 COMMITTED=benchmarks/results
-QUICK=0 COMMIT=0 OUT="" ONLY="kernels,selector,target,planetoid,arxiv,allocator,minibatch,sampling,scaling,ports"
+QUICK=0 COMMIT=0 OUT="" ONLY="kernels,selector,target,planetoid,arxiv,allocator,minibatch,sampling,small_batches,scaling,ports"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -91,6 +91,7 @@ if step allocator; then
   $PY benchmarks/allocator.py $([ "$QUICK" = 1 ] && echo "--quick --scale 0.01 --epochs 3 --warmup 1" || echo "--model sage --epochs 10 --warmup 2") $(outarg)
 fi
 if step sampling; then say "sampling"; $PY benchmarks/sampling.py "${Q[@]}" $(outarg); fi
+if step small_batches; then say "small batches: each layer alone on PyG's batches, beside PyG's"; $PY benchmarks/small_batches.py "${Q[@]}" $(outarg); fi
 if step scaling; then say "scaling: data parallel vs one process on all cores, pipeline"; $PY benchmarks/scaling.py "${Q[@]}" $(outarg); fi
 if step ports; then say "ports: PyG's and DGL's example scripts with their layers and unigraph's"; $PY benchmarks/ports.py "${Q[@]}" --root "$ROOT" $(outarg); fi
 

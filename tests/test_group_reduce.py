@@ -119,6 +119,15 @@ def test_under_vmap_and_without_grad():
         assert group_reduce(batch[0].requires_grad_(), index, 3, "max").grad_fn is None
 
 
+def test_complex_sums_and_means():
+    x = torch.randn(5, 2, dtype=torch.complex64, requires_grad=True)
+    index = torch.tensor([0, 0, 1, 1, 1])
+    mean = group_reduce(x, index, 3, "mean")
+    assert mean.dtype == torch.complex64
+    torch.testing.assert_close(mean, torch.stack([x[:2].mean(0), x[2:].mean(0), torch.zeros(2, dtype=x.dtype)]))
+    torch.testing.assert_close(group_reduce(x, index, 3, "sum")[1], x[2:].sum(0))
+
+
 def test_integers_keep_torchs_arithmetic_and_a_bad_name_is_refused():
     x = torch.tensor([[3], [4], [7]])
     assert group_reduce(x, torch.tensor([0, 0, 1]), 2, "mean").tolist() == [[3], [7]]

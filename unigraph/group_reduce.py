@@ -46,9 +46,9 @@ def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor
     if reduce == "mean":
         total = x.new_zeros(shape).index_add(0, index, x)
         counts = _row_counts(index, dim_size, total)
-        if counts.dtype == total.dtype:
-            return total / counts
-        return (total.to(counts.dtype) / counts).to(total.dtype)   # half precision: divided in float32, rounded once
+        if total.element_size() < 4 and not total.is_complex():   # half precision: divided in float32, rounded once
+            return (total.to(counts.dtype) / counts).to(total.dtype)
+        return total / counts
     if not x.requires_grad or not torch.is_grad_enabled():
         return _extreme(x, index, dim_size, reduce)
     return _GroupExtreme.apply(x, index, dim_size, reduce)
@@ -57,7 +57,7 @@ def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor
 def _row_counts(index: Tensor, dim_size: int, like: Tensor) -> Tensor:
     """``max(rows of the group, 1)`` per group, shaped to divide ``like``, in float32 at least
     (float16 counts exactly only to 2,048, bfloat16 to 256)."""
-    wide = torch.promote_types(like.dtype, torch.float32)
+    wide = torch.float64 if like.dtype in (torch.float64, torch.complex128) else torch.float32   # (a real count)
     counts = torch.zeros(dim_size, dtype=wide, device=index.device)
     counts.index_add_(0, index, torch.ones(index.shape[0], dtype=wide, device=index.device))
     return counts.clamp_(min=1).view((-1,) + (1,) * (like.dim() - 1))
