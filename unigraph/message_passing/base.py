@@ -456,7 +456,7 @@ def _small_enough_for_eager(g: Graph, inputs: list[tuple[str, str, Any]]) -> boo
     """Whether ``propagate`` runs a message that is not one g-SpMM eagerly: under ``auto``, on the
     CPU, ``edges x width`` (the widest input's) within the small-graph rule's bound. There the
     interpreter, its plan and its g-SDDMM/g-SpMM Functions cost more than materializing the
-    messages (GINEConv on a PyG batch of 128 small graphs, 1 thread: forward 770 -> 524 us, PyG
+    messages (GINEConv on a PyG batch of 128 small graphs, 1 thread: forward 770 -> 531 us, PyG
     419); the eager path computes the same function (it is the reference the fused path is
     tested against)."""
     width = max((math.prod(value.shape[1:]) for _, _, value in inputs

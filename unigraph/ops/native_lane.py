@@ -1,7 +1,9 @@
 """The native lane: a ``copy_u`` sum or mean, or a ``u_mul_e`` one with one weight per edge (GCN's
 normalized adjacency), that goes to the ``scatter`` backend, run as torch's own differentiable
 ``index_select`` (times the weights) + ``index_add_`` (what PyG's default aggregation runs)
-instead of the ``GSpMM`` autograd Function.
+instead of the ``GSpMM`` autograd Function. Under ``auto``'s small-graph rule it also runs a
+``copy_u`` max or min on numba's COO kernel (:func:`run`) and a ``copy_e`` sum or mean, a message
+tensor's aggregation, as torch's ``index_add_`` (:func:`run_copy_e`).
 
 Why: on the small graphs of mini-batches and batched small graphs the Function's bookkeeping,
 the front door's checks and the request (~100 us a call on the 2-core machine, where the kernel
