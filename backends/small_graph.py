@@ -112,7 +112,7 @@ TINY_WORK = 1 << 12        # edges x feature width on the CPU at most which a ca
 CPU_GRAD_EDGES = 2048
 OPS = ("copy_u", "u_mul_e")
 REDUCES = ("sum", "mean")
-EXTREMES = ("max", "min")   # ... of these ops only (COO kernel with winners; CPU side only)
+EXTREMES = ("max", "min")   # ... of these ops and copy_e only (COO kernel with winners; CPU side only)
 EXTREME_OPS = ("copy_u",)
 COPY_E = "copy_e"           # a sum or mean of per-edge values: torch's index_add_ under the rule (CPU and GPU)
 DTYPES = (torch.float32, torch.float64)
@@ -193,7 +193,7 @@ def applies_to_request(num_edges: int, kind: str, op: str, reduce: str | None, w
                        dtype: torch.dtype, device: torch.device, threads: int, fresh: bool = False,
                        grad: bool = False) -> bool:
     """:func:`applies` (or :func:`ops_apply`) for a request's fields (what ``explain`` asks)."""
-    if kind == "gspmm" and op in EXTREME_OPS and reduce in EXTREMES and dtype in DTYPES:
+    if kind == "gspmm" and op in EXTREME_OPS + (COPY_E,) and reduce in EXTREMES and dtype in DTYPES:
         return applies(num_edges, width, device, threads, fresh)   # (no torch-ops side for max/min)
     if kind == "gspmm" and op == COPY_E and reduce in REDUCES and dtype in DTYPES:
         return applies(num_edges, width, device, threads, fresh) or gpu_applies(num_edges, width, device)
@@ -205,7 +205,7 @@ def backend_for(num_edges: int, width: int, device: torch.device, grad: bool, ex
                 copy_e: bool = False) -> str:
     """Whose kernels (or ops) the rule runs for such a call (``extreme``: a max/min, always numba's;
     ``copy_e``: always torch's ``index_add_``)."""
-    if copy_e:
+    if copy_e and not extreme:
         return OPS_BACKEND
     return OPS_BACKEND if not extreme and ops_apply(num_edges, width, device, grad) else BACKEND
 
@@ -216,8 +216,8 @@ def reason(num_edges: int, width: int, threads: int, fresh: bool = False,
     """What ``explain`` says when the rule decided (``extreme``: for a max/min)."""
     shapes = "(for u [N, F] and, for u_mul_e, one weight per edge; other operand shapes go by the cost model)"
     if extreme:
-        shapes = "(copy_u max/min: the COO kernel keeps each element's winning source, as every backend does)"
-    if copy_e:
+        shapes = "(copy_u / copy_e max/min: the COO kernel keeps each element's winner, as every backend does)"
+    if copy_e and not extreme:
         return (f"small-graph rule, per-edge values: {num_edges} edges x {max(width, 1)} features: torch's index_add_ "
                 "over the edges (the scatter backend's op), no CSR, no statistics (copy_e [E, F] sum or mean)")
     if device.type == "cuda":

@@ -144,7 +144,7 @@ def test_explain_names_the_rule_and_what_runs(lane_calls):
     assert explanation.backend == "numba" and explanation.reason.startswith("small-graph rule: 3 edges x 4 features")
     assert "the cost model's pick otherwise" in explanation.reason
     extreme = unigraph.explain(g, "copy_u", "max", x)
-    assert extreme.backend == "numba" and "winning source" in extreme.reason
+    assert extreme.backend == "numba" and "keeps each element's winner" in extreme.reason
     assert "small-graph rule" not in unigraph.explain(g, "u_mul_e", "max", x).reason
     assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x.half()).reason
     assert "small-graph rule" not in unigraph.explain(g, "copy_u", "sum", x, backend="numba").reason
@@ -357,3 +357,24 @@ def test_per_edge_values_are_summed_by_index_add_without_csr(reduce):
         torch.testing.assert_close(mine, torch.autograd.grad(other, e, upstream)[0], rtol=1e-12, atol=1e-12)
     assert g.has_memo("in_csr")   # (a named backend built them: the rule did not replace it)
     assert torch.autograd.gradgradcheck(lambda t: ops.gspmm(g, "copy_e", reduce, e=t), (e[:, :2].detach().requires_grad_(),))
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_per_edge_extremes_run_the_coo_kernel_with_edge_winners(lane_calls, reduce):
+    """A ``copy_e`` max or min (EdgeConv's default aggregation) under the rule: the COO kernel with
+    the edges as its rows, no CSR; values and gradient bit for bit the CSR kernel's (ties, NaN, rows
+    without in-edges)."""
+    gen = torch.Generator().manual_seed(9)
+    edge_index = torch.randint(0, 40, (2, 300), generator=gen)
+    edge_index[1] %= 36
+    g = unigraph.Graph(edge_index, num_nodes=40)
+    e = torch.randint(-2, 3, (300, 5), generator=gen).double()
+    e[4, 1] = float("nan")
+    e.requires_grad_()
+    out = ops.gspmm(g, "copy_e", reduce, e=e)
+    assert lane_calls == [(300, 5, False)] and not g.has_memo("in_csr")
+    assert unigraph.explain(g, "copy_e", reduce, 5).backend == "numba"
+    plain = ops.gspmm(g, "copy_e", reduce, e=e, backend="numba")
+    assert torch.equal(out.nan_to_num(99.0), plain.nan_to_num(99.0))
+    upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    assert torch.equal(*(torch.autograd.grad(y, e, upstream)[0] for y in (out, plain)))

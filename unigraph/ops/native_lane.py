@@ -2,8 +2,8 @@
 normalized adjacency), that goes to the ``scatter`` backend, run as torch's own differentiable
 ``index_select`` (times the weights) + ``index_add_`` (what PyG's default aggregation runs)
 instead of the ``GSpMM`` autograd Function. Under ``auto``'s small-graph rule it also runs a
-``copy_u`` max or min on numba's COO kernel (:func:`run`) and a ``copy_e`` sum or mean, a message
-tensor's aggregation, as torch's ``index_add_`` (:func:`run_copy_e`).
+``copy_u`` max or min on numba's COO kernel (:func:`run`), and a ``copy_e`` sum or mean, a message
+tensor's aggregation, as torch's ``index_add_``, its max or min on that COO kernel (:func:`run_copy_e`).
 
 Why: on the small graphs of mini-batches and batched small graphs the Function's bookkeeping,
 the front door's checks and the request (~100 us a call on the 2-core machine, where the kernel
@@ -108,20 +108,30 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
 
 
 def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
-    """``reduce_{k: dst_k = v} e[k]`` (a ``copy_e`` sum or mean: a message tensor's aggregation,
-    ``MessagePassing.aggregate``) as torch's ``index_add_`` over the edges, where ``auto``'s
-    small-graph rule takes the call (CPU or GPU side); None elsewhere (the ordinary path). On a new
+    """``reduce_{k: dst_k = v} e[k]`` (a ``copy_e``: a message tensor's aggregation,
+    ``MessagePassing.aggregate``) where ``auto``'s small-graph rule takes the call, None elsewhere
+    (the ordinary path): a sum or mean as torch's ``index_add_`` over the edges (CPU or GPU side),
+    a max or min on numba's COO kernel with the edges as its rows (CPU; the winners are the first
+    edge in edge-id order, the first NaN, as on every backend). On a new
     graph every step the ordinary path first builds both CSRs and the degree statistics and asks
     for a decision (~110 us of a GINEConv call on a PyG batch of 128 small graphs); the sum needs
     none of them, and its backward is autograd's ``index_select`` of the gradient."""
-    if (reduce not in REDUCES or not isinstance(g, Graph) or not isinstance(e, Tensor) or traced(e)
-            or e.layout != torch.strided or e.is_nested or e.dim() != 2 or e.dtype not in DTYPES
+    extreme = reduce in small_graph.EXTREMES
+    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or not isinstance(e, Tensor)
+            or traced(e) or e.layout != torch.strided or e.is_nested or e.dim() != 2 or e.dtype not in DTYPES
             or e.device != g.device or e.shape[0] != g.num_edges):
         return None
     if torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(e.device.type):
         return None
-    if selector.current_choice(explicit)[0] != "auto" or not (
-            small_graph.takes(g, e.shape[1], e.device) or small_graph.gpu_applies(g.num_edges, e.shape[1], e.device)):
+    if selector.current_choice(explicit)[0] != "auto":
+        return None
+    if extreme:   # numba's COO max/min with each edge its own row: the winners are edge ids (arg_e)
+        if not small_graph.takes(g, e.shape[1], e.device):
+            return None
+        _, dst = g._coo()
+        rows = torch.arange(g.num_edges, device=e.device)
+        return small_graph_lane.extreme(rows, dst, e, g.num_dst_nodes, reduce, differentiated(e))
+    if not (small_graph.takes(g, e.shape[1], e.device) or small_graph.gpu_applies(g.num_edges, e.shape[1], e.device)):
         return None
     _, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     out = e.new_zeros((g.num_dst_nodes, e.shape[1])).index_add_(0, dst, e)
