@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import compile as compile_benchmark
 from benchmarks import message_tracing
 
@@ -15,7 +17,9 @@ def test_compile_benchmark_reports_compiled_and_eager_step_times(tmp_path):
     assert [(r["case"], r["backend"]) for r in rows] == [("GCN", "auto"), ("CustomMessagePassing", "auto")]
     for row in rows:
         assert row["eager_ms"] > 0 and row["compiled_ms"] > 0 and row["compile_s"] > 0
-        assert row["eager_over_compiled"] == round(row["eager_ms"] / row["compiled_ms"], 2)
+        # the ratio of the unrounded medians, rounded; recomputed from the rounded times it may
+        # differ in its last digit (0.622 / 1.101 = 0.565 read 0.56 beside the reported 0.57)
+        assert row["eager_over_compiled"] == pytest.approx(row["eager_ms"] / row["compiled_ms"], abs=0.01)
     assert json.loads(out.read_text())["rows"] == rows
 
 
