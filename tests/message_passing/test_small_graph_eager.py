@@ -1,7 +1,8 @@
-"""``MessagePassing.propagate`` on a small graph under ``auto``: a message that is not one g-SpMM
-runs as written (the eager path) and its messages are summed by torch's ``index_add_`` (the
-native lane's ``copy_e``), with no CSR built; the result equals the fused path's (the small-graph
-rule off); above the bound, or with a backend named, the fused path runs as before."""
+"""``MessagePassing.propagate`` on a small graph under ``auto``: a message whose fused plan
+materializes per-edge tensors anyway runs as written (the eager path) from its second call on, its
+messages summed by torch's ``index_add_`` (the native lane's ``copy_e``), with no CSR built; the
+result equals the fused path's (the small-graph rule off); a message fused whole, a graph above the
+bound, or a backend named keep the fused path."""
 from __future__ import annotations
 
 import pytest
@@ -37,10 +38,12 @@ def inputs(edges=300, nodes=60, width=8, seed=0):
 def test_small_graphs_run_the_message_as_written_and_equal_the_fused_path(monkeypatch, aggr):
     g, x, e = inputs()
     layer = EdgeAddReLU(aggr=aggr)
-    out = layer(g, x, e)
+    layer(g, x, e)                                           # the first call: the fused path finds it materializes
+    assert layer.explain().mode == "g-SDDMM"
+    fresh = unigraph.Graph(g.edge_index.clone(), num_nodes=g.num_nodes)   # the next batch's graph
+    out = layer(fresh, x, e)
     assert layer.explain().mode == "eager" and layer.explain().reasons == [_SMALL_EAGER]
-    if aggr != "max":
-        assert not g.has_memo("in_csr")   # the sum needs none
+    assert not fresh.has_memo("in_csr")   # the aggregation needs none (index_add_, or the COO max)
     grads = torch.autograd.grad(out.square().sum(), (x, e))
     monkeypatch.setattr(small_graph, "SMALL_WORK", 0)
     monkeypatch.setattr(small_graph, "FRESH_WORK", 0)
@@ -51,9 +54,28 @@ def test_small_graphs_run_the_message_as_written_and_equal_the_fused_path(monkey
         torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
 
 
+class Tempered(MessagePassing):
+    """A message the interpreter fuses whole (no per-edge tensor)."""
+
+    def forward(self, g, x, w):
+        return self.propagate(g, x=x, w=w)
+
+    def message(self, x_i, x_j, w):
+        return torch.tanh(x_j / 2.0) * w.view(-1, 1) - x_i
+
+
+def test_a_message_fused_whole_keeps_the_fused_path_on_small_graphs():
+    g, x, _ = inputs()
+    layer = Tempered()
+    for _ in range(2):
+        layer(g, x, torch.rand(g.num_edges, dtype=torch.float64))
+        assert layer.explain().fused
+
+
 def test_above_the_bound_or_with_a_backend_named_the_fused_path_runs(monkeypatch):
     g, x, e = inputs()
     layer = EdgeAddReLU()
+    layer(g, x, e)   # (the first call learns that its fused plan materializes)
     monkeypatch.setattr(small_graph, "SMALL_WORK", 300 * 8 * torch.get_num_threads() - 1)
     monkeypatch.setattr(small_graph, "FRESH_WORK", 0)
     layer(g, x, e)

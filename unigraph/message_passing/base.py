@@ -143,7 +143,7 @@ class MessagePassing(torch.nn.Module):
     # pickling (torch.save of a whole model, copy.deepcopy): what was read of the hooks holds code
     # objects and traces, which pickle cannot hold; it is derived state, read again on loading
     _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_pure_message", "_pure_traces",
-                "_last_plan", "_copies_x", "_copy_plans", "_returned_inputs", "_weighted_inputs")
+                "_last_plan", "_copies_x", "_copy_plans", "_returned_inputs", "_weighted_inputs", "_materializes")
 
     def __getstate__(self) -> dict:
         return {key: value for key, value in self.__dict__.items() if key not in self._DERIVED}
@@ -195,10 +195,12 @@ class MessagePassing(torch.nn.Module):
                 out = self._returned_copy(g, inputs, who, key)
                 if out is None:
                     out = self._weighted_copy(g, inputs, who, key)
-                if out is None and _small_enough_for_eager(g, inputs):
+                if out is None and self._materializes.get(key) and _small_enough_for_eager(g, inputs):
                     self._last_plan = MessagePlan.eager(f"{who}.message", _SMALL_EAGER)
                 elif out is None:
                     out = self._traced_propagate(g, inputs, key)
+                    if out is not None and key is not None:   # (what the next small call decides by)
+                        self._materializes[key] = not self._last_plan.fused
             if out is None:
                 out = self._eager_propagate(g, inputs)
         return self.update(out, **self._update_inputs(g, kwargs))
@@ -358,6 +360,9 @@ class MessagePassing(torch.nn.Module):
         self._returned_inputs: dict[tuple, str] = {}
         # structure key -> (source input, edge input) of a message that weighs the one by the other (_weighted_copy)
         self._weighted_inputs: dict[tuple, tuple[str, str] | tuple[()]] = {}
+        # per structure key: whether the fused path built per-edge message tensors anyway (its plan
+        # was not "fused"); such a message runs eagerly on small graphs (_small_enough_for_eager)
+        self._materializes: dict[tuple, bool] = {}
 
     def _trace(self, inputs: list[tuple[str, str, Any]], key: Any = _NO_KEY) -> Traced | str:
         """A trace of ``message`` for these inputs, or why tracing stopped. Fresh on every call,
@@ -447,18 +452,21 @@ class MessagePassing(torch.nn.Module):
         return f"aggr={self.aggr!r}"
 
 
-_SMALL_EAGER = ("a small graph under auto (the small-graph rule's bound, backends/small_graph.py): the messages "
-                "run as written and are summed by torch's index_add_; interpreting the traced message costs more "
-                "than it saves there")
+_SMALL_EAGER = ("a small graph under auto (the small-graph rule's bound, backends/small_graph.py), and a message "
+                "whose fused plan materializes per-edge tensors anyway: it runs as written, its messages summed "
+                "by torch's index_add_; interpreting it costs more than it saves there")
 
 
 def _small_enough_for_eager(g: Graph, inputs: list[tuple[str, str, Any]]) -> bool:
-    """Whether ``propagate`` runs a message that is not one g-SpMM eagerly: under ``auto``, on the
-    CPU, ``edges x width`` (the widest input's) within the small-graph rule's bound. There the
-    interpreter, its plan and its g-SDDMM/g-SpMM Functions cost more than materializing the
-    messages (GINEConv on a PyG batch of 128 small graphs, 1 thread: forward 770 -> 531 us, PyG
-    419); the eager path computes the same function (it is the reference the fused path is
-    tested against)."""
+    """Whether ``propagate`` runs eagerly a message whose fused plan materializes per-edge tensors
+    anyway (the caller knows that from the last fused call with the same structure: its plan was
+    not "fused"): under ``auto``, on the CPU, ``edges x width`` (the widest input's) within the
+    small-graph rule's bound. There the interpreter, its plan and its g-SDDMM/g-SpMM Functions
+    cost more than they save (GINEConv's ``relu(x_j + e)`` on a PyG batch of 128 small graphs, 1
+    thread: forward 770 -> 531 us, PyG 419). A message the interpreter fuses whole keeps the
+    fused path: on a Cora-sized kept graph ``tanh(x_j / tau) * w - x_i`` took 1,305 us fused and
+    1,623 eager (forward + backward, width 16, 1 thread). The eager path computes the same
+    function (it is the reference the fused path is tested against)."""
     width = max((math.prod(value.shape[1:]) for _, _, value in inputs
                  if isinstance(value, Tensor) and value.dim() >= 1), default=1)
     return (g.device.type == "cpu" and selector.current_choice()[0] == "auto"
