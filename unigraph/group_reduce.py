@@ -39,18 +39,17 @@ def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor
     if reduce not in REDUCES:
         raise ValueError(f"group_reduce: reduce must be one of {', '.join(REDUCES)}, got {reduce!r}")
     if not (x.is_floating_point() or x.is_complex()):   # no gradient; torch's integer arithmetic as before
-        expanded = index.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
-        return x.new_zeros(shape).scatter_reduce_(0, expanded, x, _TORCH[reduce], include_self=False)
-    if reduce in ("sum", "add"):
-        return x.new_zeros(shape).index_add(0, index, x)
-    if reduce == "mean":
+        return _scatter_reduce(x, index, dim_size, reduce)
+    if reduce in ("sum", "add", "mean"):
         total = x.new_zeros(shape).index_add(0, index, x)
+        if reduce != "mean":
+            return total
         counts = _row_counts(index, dim_size, total)
         if total.element_size() < 4 and not total.is_complex():   # half precision: divided in float32, rounded once
             return (total.to(counts.dtype) / counts).to(total.dtype)
         return total / counts
     if not x.requires_grad or not torch.is_grad_enabled():
-        return _extreme(x, index, dim_size, reduce)
+        return _scatter_reduce(x, index, dim_size, reduce)
     return _GroupExtreme.apply(x, index, dim_size, reduce)
 
 
@@ -63,7 +62,8 @@ def _row_counts(index: Tensor, dim_size: int, like: Tensor) -> Tensor:
     return counts.clamp_(min=1).view((-1,) + (1,) * (like.dim() - 1))
 
 
-def _extreme(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor:
+def _scatter_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor:
+    """torch's ``scatter_reduce`` (``include_self=False``) of ``x``'s rows, no autograd record."""
     expanded = index.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
     out = x.new_zeros((dim_size,) + tuple(x.shape[1:]))
     return out.scatter_reduce_(0, expanded, x.detach(), _TORCH[reduce], include_self=False)
@@ -90,7 +90,7 @@ class _GroupExtreme(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor:
-        return _extreme(x, index, dim_size, reduce)
+        return _scatter_reduce(x, index, dim_size, reduce)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:

@@ -132,11 +132,16 @@ def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
 
 
 def _scatter_to(calls, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
-    """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1): the
-    backend's kernel for it, or torch's differentiable form in a double backward or a trace."""
+    return scatter_at_winners(calls.backend, values, rows, num_rows, feature_shape)
+
+
+def scatter_at_winners(backend, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
+    """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1), how a
+    max/min gradient reaches its winners: ``backend``'s kernel for it, or torch's differentiable
+    form in a double backward or a trace."""
     if (torch.is_grad_enabled() and values.requires_grad) or traced(values, rows):
         return scatter_at_rows(values, rows, num_rows, feature_shape)
-    return calls.backend.scatter_at_rows(values, rows, num_rows, feature_shape)
+    return backend.scatter_at_rows(values, rows, num_rows, feature_shape)
 
 
 def _gspmm_extreme_backward(g: GraphTensors, calls, op: str, u, e, arg_u, arg_e, go, need_u, need_e):

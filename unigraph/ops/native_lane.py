@@ -64,11 +64,10 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     """``reduce_{(s, v)} u[s] (* e[edge])`` per destination ``v`` on the native lane, or None
     where the lane does not apply (the caller then takes the ordinary path)."""
     extreme = reduce in small_graph.EXTREMES and op in small_graph.EXTREME_OPS
-    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or not isinstance(u, Tensor) or traced(u, e)
-            or u.layout != torch.strided or u.is_nested or u.dim() != 2 or u.dtype not in DTYPES
-            or u.device != g.device or u.shape[0] != g.num_src_nodes):
+    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or traced(u, e)
+            or not _plain_rows(u, g.num_src_nodes, g.device)):
         return None  # (the ordinary path names what is wrong, if anything)
-    if torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(u.device.type):
+    if _transformed(u.device):
         return None
     if op == "u_mul_e":
         if (not isinstance(e, Tensor) or e.layout != torch.strided or e.is_nested or e.dtype != u.dtype
@@ -117,11 +116,8 @@ def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
     for a decision (~110 us of a GINEConv call on a PyG batch of 128 small graphs); the sum needs
     none of them, and its backward is autograd's ``index_select`` of the gradient."""
     extreme = reduce in small_graph.EXTREMES
-    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or not isinstance(e, Tensor)
-            or traced(e) or e.layout != torch.strided or e.is_nested or e.dim() != 2 or e.dtype not in DTYPES
-            or e.device != g.device or e.shape[0] != g.num_edges):
-        return None
-    if torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(e.device.type):
+    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or traced(e)
+            or not _plain_rows(e, g.num_edges, g.device) or _transformed(e.device)):
         return None
     if selector.current_choice(explicit)[0] != "auto":
         return None
@@ -136,6 +132,18 @@ def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
     _, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     out = e.new_zeros((g.num_dst_nodes, e.shape[1])).index_add_(0, dst, e)
     return out / _in_degree_divisor(g, e.dtype) if reduce == "mean" else out
+
+
+def _plain_rows(t, rows: int, device: torch.device) -> bool:
+    """``t`` is what the lane's ops take: a plain strided 2-D float32/float64 tensor of ``rows``
+    rows on ``device``."""
+    return (isinstance(t, Tensor) and t.layout == torch.strided and not t.is_nested and t.dim() == 2
+            and t.dtype in DTYPES and t.device == device and t.shape[0] == rows)
+
+
+def _transformed(device: torch.device) -> bool:
+    """A functorch transform or autocast on ``device`` is active: the ordinary path handles those."""
+    return torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(device.type)
 
 
 def may_avoid_csr(num_edges: int, device: torch.device) -> str | None:

@@ -35,9 +35,9 @@ import torch
 from torch import Tensor
 
 from unigraph import backends as registry
-from unigraph.backends.base import scatter_at_rows
 from unigraph.kernels.cpu import alloc
 from unigraph.kernels.cpu.threads import current_threads, threads_for
+from unigraph.ops.gradients import scatter_at_winners
 
 
 def aggregate(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int, grad: bool) -> Tensor:
@@ -142,8 +142,5 @@ class CooExtreme(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         (arg,) = ctx.saved_tensors
-        if torch.is_grad_enabled() and grad_out.requires_grad:   # a double backward records it
-            grad_u = scatter_at_rows(grad_out, arg, ctx.num_src, (ctx.width,))
-        else:
-            grad_u = registry.get("numba").scatter_at_rows(grad_out.contiguous(), arg, ctx.num_src, (ctx.width,))
-        return grad_u, None, None, None, None
+        return scatter_at_winners(registry.get("numba"), grad_out.contiguous(), arg, ctx.num_src, (ctx.width,)), \
+            None, None, None, None
