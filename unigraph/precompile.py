@@ -114,7 +114,7 @@ def _attention(graphs: dict) -> None:
 
 
 def _layers(graphs: dict) -> None:
-    from unigraph.nn import GATConv, GCNConv, GINConv, SAGEConv
+    from unigraph.nn import GATConv, GCNConv, GINConv, GINEConv, SAGEConv
     from unigraph.nn.dropout import dropout, relu_dropout
     for g in graphs.values():
         n = g.num_src_nodes
@@ -127,6 +127,8 @@ def _layers(graphs: dict) -> None:
                 _backward(layer(g, x))
                 with torch.no_grad():
                     layer.eval()(g, x)
+            edge_attr = torch.randn(g.num_edges, 4, dtype=dtype)
+            _backward(GINEConv(torch.nn.Linear(16, 8), edge_dim=4).to(dtype)(g, x, edge_attr))   # (its one-pass sum)
 
 
 def _torch_dropout(graphs: dict) -> None:

@@ -13,6 +13,10 @@ order. Every output row is written by one thread with its terms in edge order, s
 the same, bit for bit, at any thread count (deterministic, no atomics); the edge list is read once
 per thread (16 bytes an edge), the rows' additions are divided among them.
 
+GINEConv's message summed (:func:`scatter_add_relu`, ``out_v = \sum_k relu(x_{src_k} + e_k)``) runs in
+the same pass, and its backward in two (:func:`add_relu_edge_grad`, parallel over edges, and
+:func:`add_relu_source_grad`, threads owning source rows): no ``[E, F]`` message in the forward.
+
 The backward of a sum is the same sum with the roles swapped (``grad_x[src_k] += w_k grad_out[dst_k]``),
 so one kernel serves both directions. The max/min kernel keeps each output element's winning
 source (the first edge in edge-id order on ties; the first NaN, which no number replaces): the
@@ -77,3 +81,56 @@ def scatter_extreme(bounds, src, dst, x, sign, out, arg):
                     take = (arg[d, j] < 0) | beats(value, out[d, j], sign)
                     out[d, j] = value if take else out[d, j]
                     arg[d, j] = s if take else arg[d, j]
+
+
+@parallel_kernel(fastmath=FASTMATH)
+def scatter_add_relu(bounds, src, dst, x, e, out):
+    """``out[dst[k]] += relu(x[src[k]] + e[k])`` over the edges in order (``e`` [E, F], a row per
+    edge: GINEConv's message); ``out`` [Nd, F] is overwritten. A term ``<= 0`` adds nothing (the
+    row starts at +0 and only positive terms or NaN reach it, so skipping a 0 changes no bit); a
+    NaN term is added, as torch's relu keeps NaN."""
+    width = out.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        out[lo:hi] = 0
+        for k in range(src.shape[0]):
+            d = dst[k]
+            if lo <= d < hi:
+                s = src[k]
+                for j in range(width):
+                    value = x[s, j] + e[k, j]
+                    if not value <= 0:
+                        out[d, j] += value
+
+
+@parallel_kernel(fastmath=FASTMATH)
+def add_relu_edge_grad(src, dst, x, e, grad_out, grad_e):
+    """``grad_e[k] = grad_out[dst[k]]`` where ``x[src[k]] + e[k]`` is not ``<= 0``, else 0: torch's
+    relu backward (``threshold_backward``: a NaN passes its gradient), a select, not a product (a
+    NaN or infinite gradient where the term was cut gives 0, as in torch). Parallel over edges."""
+    width = grad_e.shape[1]
+    for k in prange(src.shape[0]):
+        s, d = src[k], dst[k]
+        for j in range(width):
+            grad_e[k, j] = grad_out[d, j]
+            if x[s, j] + e[k, j] <= 0:
+                grad_e[k, j] = 0
+
+
+@parallel_kernel(fastmath=FASTMATH)
+def add_relu_source_grad(bounds, src, dst, x, e, grad_out, grad_x):
+    """``grad_x[src[k]] += grad_out[dst[k]]`` over the edges in order where ``x[src[k]] + e[k]`` is
+    not ``<= 0`` (:func:`add_relu_edge_grad`'s rule): threads own ranges of source rows (``bounds``
+    over the sources), as :func:`scatter_sum`'s own destination rows; ``grad_x`` [Ns, F] is
+    overwritten."""
+    width = grad_x.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        lo, hi = bounds[t], bounds[t + 1]
+        grad_x[lo:hi] = 0
+        for k in range(src.shape[0]):
+            s = src[k]
+            if lo <= s < hi:
+                d = dst[k]
+                for j in range(width):
+                    if not x[s, j] + e[k, j] <= 0:
+                        grad_x[s, j] += grad_out[d, j]

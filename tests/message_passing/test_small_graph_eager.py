@@ -16,14 +16,15 @@ from unigraph.message_passing.base import _SMALL_EAGER
 pytest.importorskip("numba")
 
 
-class EdgeAddReLU(MessagePassing):
-    """GINEConv's message: ``relu(x_j + e)``."""
+class EdgeAddTanh(MessagePassing):
+    """A message the fused path materializes (its tanh is per edge); GINEConv's ``relu(x_j + e)`` has a
+    one-pass form of its own (``test_rectified.py``)."""
 
     def forward(self, g, x, e):
         return self.propagate(g, x=x, e=e)
 
     def message(self, x_j, e):
-        return (x_j + e).relu()
+        return (x_j + e).tanh()
 
 
 def inputs(edges=300, nodes=60, width=8, seed=0):
@@ -37,7 +38,7 @@ def inputs(edges=300, nodes=60, width=8, seed=0):
 @pytest.mark.parametrize("aggr", ["sum", "mean", "max"])
 def test_small_graphs_run_the_message_as_written_and_equal_the_fused_path(monkeypatch, aggr):
     g, x, e = inputs()
-    layer = EdgeAddReLU(aggr=aggr)
+    layer = EdgeAddTanh(aggr=aggr)
     layer(g, x, e)                                           # the first call: the fused path finds it materializes
     assert layer.explain().mode == "g-SDDMM"
     fresh = unigraph.Graph(g.edge_index.clone(), num_nodes=g.num_nodes)   # the next batch's graph
@@ -74,7 +75,7 @@ def test_a_message_fused_whole_keeps_the_fused_path_on_small_graphs():
 
 def test_above_the_bound_or_with_a_backend_named_the_fused_path_runs(monkeypatch):
     g, x, e = inputs()
-    layer = EdgeAddReLU()
+    layer = EdgeAddTanh()
     layer(g, x, e)   # (the first call learns that its fused plan materializes)
     monkeypatch.setattr(small_graph, "SMALL_WORK", 300 * 8 * torch.get_num_threads() - 1)
     monkeypatch.setattr(small_graph, "FRESH_WORK", 0)

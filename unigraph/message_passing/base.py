@@ -65,12 +65,14 @@ import torch
 from torch import Tensor
 
 from unigraph import ops
+from unigraph.ops import native_lane
 from unigraph.backends import selector, small_graph
 from unigraph.graph import Graph
 from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
-from unigraph.message_passing.plan import MessagePlan
+from unigraph.message_passing.plan import FUSED, MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
+from unigraph.message_passing.rectified import rectified_input
 from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, oriented, pyg_settings
 from unigraph.message_passing.rowwise import ELEMENTWISE_FUNCTIONS, ELEMENTWISE_METHODS
 from unigraph.message_passing.tracing import (
@@ -195,6 +197,8 @@ class MessagePassing(torch.nn.Module):
                 out = self._returned_copy(g, inputs, who, key)
                 if out is None:
                     out = self._weighted_copy(g, inputs, who, key)
+                if out is None:
+                    out = self._rectified_sum(g, inputs, who, key)
                 if out is None and self._materializes.get(key) and _small_enough_for_eager(g, inputs):
                     self._last_plan = MessagePlan.eager(f"{who}.message", _SMALL_EAGER)
                 elif out is None:
@@ -295,6 +299,33 @@ class MessagePassing(torch.nn.Module):
         self._copy_plan((key, "u_mul_e", self.aggr), inputs, who, "u_mul_e")
         return out
 
+    def _rectified_sum(self, g: Graph, inputs: list[tuple[str, str, Any]], who: str,
+                       key: tuple | None) -> Tensor | None:
+        """A message that reads only its arguments and, for these inputs' structure, is exactly
+        ``relu(x_j + e)`` (GINEConv's: :mod:`.rectified`), summed or averaged, where the small-graph
+        rule takes the call: one COO pass, no ``[E, F]`` message, no interpreter
+        (``native_lane.run_add_relu``, which also checks the operands: plain strided 2-D tensors of
+        one float dtype and width, ``e`` a row per edge). GINEConv on a PyG batch of 128 small
+        graphs, 2 threads: forward 460 -> 297 us (PyG 304; gather, add, relu and ``index_add_``
+        were ~160 us of it, the pass is ~20). None otherwise."""
+        found = self._trace_form(self._rectified_inputs, key, inputs, rectified_input)
+        if not found:
+            return None
+        values = {name: value for name, _, value in inputs}
+        x, e = values[found[0]], values[found[1]]
+        if type(x) not in _PLAIN_TENSORS or type(e) not in _PLAIN_TENSORS:
+            return None
+        out = native_lane.run_add_relu(g, self.aggr, x, e)
+        if out is not None:
+            plan = self._copy_plans.get((key, "relu(u + e)", self.aggr))
+            if plan is None:
+                plan = self._copy_plans[(key, "relu(u + e)", self.aggr)] = MessagePlan(
+                    f"{who}.message", FUSED, self._trace(inputs, key), [("gspmm", "u_add_e", self.aggr, "(relu per edge)")],
+                    [], [], [_RECTIFIED])
+            if self._last_plan is not plan:
+                self._last_plan = plan
+        return out
+
     # ------------------------------------------------------------------ inputs
     def _message_inputs(self, g: Graph, kwargs: dict) -> list[tuple[str, str, Any]]:
         """``(name, domain, value)`` for every parameter of ``message``."""
@@ -360,6 +391,8 @@ class MessagePassing(torch.nn.Module):
         self._returned_inputs: dict[tuple, str] = {}
         # structure key -> (source input, edge input) of a message that weighs the one by the other (_weighted_copy)
         self._weighted_inputs: dict[tuple, tuple[str, str] | tuple[()]] = {}
+        # structure key -> (source input, edge input) of a relu(x_j + e) message (_rectified_sum)
+        self._rectified_inputs: dict[tuple, tuple[str, str] | tuple[()]] = {}
         # per structure key: whether the fused path built per-edge message tensors anyway (its plan
         # was not "fused"); such a message runs eagerly on small graphs (_small_enough_for_eager)
         self._materializes: dict[tuple, bool] = {}
@@ -452,6 +485,8 @@ class MessagePassing(torch.nn.Module):
         return f"aggr={self.aggr!r}"
 
 
+_RECTIFIED = ("relu(u + e) summed per destination in one COO pass (numba, the small-graph rule: "
+              "backends/small_graph.py): no per-edge message tensor, no CSR")
 _SMALL_EAGER = ("a small graph under auto (the small-graph rule's bound, backends/small_graph.py), and a message "
                 "whose fused plan materializes per-edge tensors anyway: it runs as written, its messages summed "
                 "by torch's index_add_; interpreting it costs more than it saves there")

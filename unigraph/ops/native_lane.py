@@ -3,7 +3,8 @@ normalized adjacency), that goes to the ``scatter`` backend, run as torch's own 
 ``index_select`` (times the weights) + ``index_add_`` (what PyG's default aggregation runs)
 instead of the ``GSpMM`` autograd Function. Under ``auto``'s small-graph rule it also runs a
 ``copy_u`` max or min on numba's COO kernel (:func:`run`), and a ``copy_e`` sum or mean, a message
-tensor's aggregation, as torch's ``index_add_``, its max or min on that COO kernel (:func:`run_copy_e`).
+tensor's aggregation, as torch's ``index_add_``, its max or min on that COO kernel (:func:`run_copy_e`),
+and GINEConv's ``relu(u + e)`` message with its sum in one COO pass (:func:`run_add_relu`).
 
 Why: on the small graphs of mini-batches and batched small graphs the Function's bookkeeping,
 the front door's checks and the request (~100 us a call on the 2-core machine, where the kernel
@@ -132,6 +133,21 @@ def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
     _, dst = g._coo()  # checks that no index tensor changed since the graph checked it
     out = e.new_zeros((g.num_dst_nodes, e.shape[1])).index_add_(0, dst, e)
     return out / _in_degree_divisor(g, e.dtype) if reduce == "mean" else out
+
+
+def run_add_relu(g: Graph, reduce: str, u, e) -> Tensor | None:
+    """``reduce_{k: dst_k = v} relu(u[src_k] + e[k])`` (GINEConv's message and its sum or mean, one
+    row of ``e`` per edge, as wide as ``u``, of its dtype) where ``auto``'s small-graph rule takes
+    the call on the CPU: numba's one COO pass (``small_graph_lane.add_relu``), no ``[E, F]``
+    message, no CSR. None elsewhere: the caller runs the message its ordinary way."""
+    if (reduce not in REDUCES or not isinstance(g, Graph) or traced(u, e) or not _plain_rows(u, g.num_src_nodes, g.device)
+            or not _plain_rows(e, g.num_edges, g.device) or e.dtype != u.dtype or e.shape[1] != u.shape[1]
+            or _transformed(u.device) or selector.current_choice()[0] != "auto"
+            or not small_graph.takes(g, u.shape[1], u.device)):
+        return None
+    src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
+    out = small_graph_lane.add_relu(src, dst, u, e, g.num_dst_nodes, differentiated(u, e))
+    return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
 
 
 def _plain_rows(t, rows: int, device: torch.device) -> bool:

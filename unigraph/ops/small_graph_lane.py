@@ -21,6 +21,13 @@ NaN row (``unigraph.kernels.cpu.coo``), the winner every backend's max/min recor
 (``grad_u[arg[v, j], j] += grad_out[v, j]``, -1 skipped): the numba backend's kernel for it, torch's
 differentiable form where a double backward records it.
 
+GINEConv's message summed, :math:`out_v = \sum_{k:\, dst_k = v} \mathrm{relu}(u_{src_k} + e_k)`
+(:func:`add_relu`, ``e`` one row per edge), runs in one COO pass with no ``[E, F]`` message;
+its gradients are torch's relu rule (``threshold_backward``: the gradient passes where the term
+is not ``<= 0``, NaN included, and is 0 elsewhere, a select) gathered per edge for ``e`` and
+summed per source for ``u`` (``kernels/cpu/coo.py``), torch's index ops where a double backward
+records them.
+
 The same function as every backend: each row's sum runs in edge order, whatever the thread count
 (the scatter backend's order; the CSR kernels add the same terms in the same order per row, four
 at a time), in the operand's dtype. The graph's index tensors are the ones it checked when it was
@@ -75,6 +82,23 @@ def _extreme(src: Tensor, dst: Tensor, u: Tensor, num_dst: int, reduce: str) -> 
         coo.scatter_extreme(coo.row_ranges(num_dst, current_threads()), src.numpy(), dst.numpy(),
                             u.detach().contiguous().numpy(), 1.0 if reduce == "max" else -1.0, out.numpy(), arg.numpy())
     return out, arg
+
+
+def add_relu(src: Tensor, dst: Tensor, u: Tensor, e: Tensor, num_dst: int, grad: bool) -> Tensor:
+    """``sum_{k: dst[k] = v} relu(u[src[k]] + e[k])`` per ``v`` in ``0..num_dst-1`` (``e`` [E, F],
+    ``u`` [N, F], one dtype); ``grad``: whether autograd records it (``differentiated(u, e)``)."""
+    if grad:
+        return CooAddRelu.apply(u, e, src, dst, num_dst)
+    return _add_relu(src, dst, u, e, num_dst)
+
+
+def _add_relu(src: Tensor, dst: Tensor, u: Tensor, e: Tensor, num_dst: int) -> Tensor:
+    out = alloc.empty((num_dst, u.shape[1]), u.dtype)   # the kernel zeroes every row
+    coo = _kernels("coo")
+    with threads_for(src.shape[0] * u.shape[1]):
+        coo.scatter_add_relu(coo.row_ranges(num_dst, current_threads()), src.numpy(), dst.numpy(),
+                             u.detach().contiguous().numpy(), e.detach().contiguous().numpy(), out.numpy())
+    return out
 
 
 def _kernels(name: str):
@@ -144,3 +168,36 @@ class CooExtreme(torch.autograd.Function):
         (arg,) = ctx.saved_tensors
         return scatter_at_winners(registry.get("numba"), grad_out.contiguous(), arg, ctx.num_src, (ctx.width,)), \
             None, None, None, None
+
+
+class CooAddRelu(torch.autograd.Function):
+    """:func:`add_relu` as an autograd Function (see the module docstring for its gradients)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, e: Tensor, src: Tensor, dst: Tensor, num_dst: int) -> Tensor:
+        ctx.save_for_backward(u, e, src, dst)   # (their version counters refuse a change before the backward)
+        return _add_relu(src, dst, u, e, num_dst)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        u, e, src, dst = ctx.saved_tensors
+        need_u, need_e = ctx.needs_input_grad[:2]
+        if torch.is_grad_enabled() and (grad_out.requires_grad or u.requires_grad or e.requires_grad):
+            # differentiable (a double backward): relu's gradient rule is a select, constant in u and e
+            cut = (u.index_select(0, src) + e) <= 0
+            grad_messages = grad_out.index_select(0, dst).masked_fill(cut, 0)
+            grad_u = grad_out.new_zeros(u.shape).index_add_(0, src, grad_messages) if need_u else None
+            return grad_u, grad_messages if need_e else None, None, None, None
+        coo = _kernels("coo")
+        grad_out = grad_out.detach().contiguous().numpy()
+        x, edges = u.detach().contiguous().numpy(), e.detach().contiguous().numpy()
+        grad_u = grad_e = None
+        with threads_for(src.shape[0] * u.shape[1]):
+            if need_e:
+                grad_e = alloc.empty(e.shape, e.dtype)
+                coo.add_relu_edge_grad(src.numpy(), dst.numpy(), x, edges, grad_out, grad_e.numpy())
+            if need_u:
+                grad_u = alloc.empty(u.shape, u.dtype)
+                coo.add_relu_source_grad(coo.row_ranges(u.shape[0], current_threads()), src.numpy(), dst.numpy(),
+                                         x, edges, grad_out, grad_u.numpy())
+        return grad_u, grad_e, None, None, None

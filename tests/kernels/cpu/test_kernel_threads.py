@@ -43,7 +43,7 @@ def _every_kernel(g: Graph, width: int) -> list[torch.Tensor]:
     """Calls that reach every declared kernel (forward and backward) on the numba backend; returns
     their outputs, gradients and samples (float64, repeatable after ``torch.manual_seed``)."""
     from unigraph.nn.dropout import dropout, keep_mask, relu_dropout
-    from unigraph.ops.small_graph_lane import aggregate, extreme
+    from unigraph.ops.small_graph_lane import add_relu, aggregate, extreme
     from unigraph.sampling import NeighborSampler
     n, m = g.num_nodes, g.num_edges
     leaf = {"dtype": torch.float64, "requires_grad": True}
@@ -58,7 +58,7 @@ def _every_kernel(g: Graph, width: int) -> list[torch.Tensor]:
              ops.edge_softmax(g, e, backend="numba"), ops.gat_attention(g, h, el, er, backend="numba"),
              dropout(u, 0.5), relu_dropout(u, 0.5), keep_mask((m, 4), 0.5, u),
              aggregate(g.src, g.dst, u, None, n, True), aggregate(g.src, g.dst, u, w.view(-1), n, True),
-             extreme(g.src, g.dst, u, n, "max", True)]
+             extreme(g.src, g.dst, u, n, "max", True), add_relu(g.src, g.dst, u, e, n, True)]
     with _one_pass_dropout():
         # torch's own, in one pass at any size here; times u so that its backward gets a contiguous
         # gradient (sum's is expanded: torch's product takes that one)
