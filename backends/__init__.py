@@ -75,6 +75,11 @@ def unregister(name: str) -> None:
     _STATUS.pop(name, None)
 
 
+def registered(name: str) -> bool:
+    """Whether ``name`` is a backend or family name (``name in names()`` without building the list)."""
+    return name in _REGISTRY or name in _FAMILIES
+
+
 def names() -> list[str]:
     """Every backend name, then every family name (what a user may ask for besides auto)."""
     return list(_REGISTRY) + list(_FAMILIES)

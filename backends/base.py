@@ -75,7 +75,12 @@ class Request:
 def differentiated(*operands) -> bool:
     """Whether autograd will record a call on these operands (``Request.grad``): grad mode is on
     and one of them requires grad (None entries are absent operands)."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in operands)
+    if not torch.is_grad_enabled():
+        return False
+    for t in operands:   # (a loop, not a generator: every op call reads it)
+        if t is not None and t.requires_grad:
+            return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -96,13 +96,31 @@ def current_choice(explicit: str | None = None) -> tuple[str, str]:
         return _context_stack[-1], "use_backend"
     if _global_choice is not None:
         return _global_choice, "set_backend"
-    env = os.environ.get(ENV_VAR, "").strip()
+    env = _environment_value().strip()
     if env:
         if env not in AUTO_CHOICES and env not in registry.names():
             raise ValueError(f"{ENV_VAR}={env!r} names no backend; choose one of: "
                              f"{', '.join(AUTO_CHOICES + tuple(registry.names()))}")
         return env, ENV_VAR
     return "auto", "default"
+
+
+def _environment_value() -> str:
+    """``os.environ.get(ENV_VAR, "")``, read now (a change at run time counts). When the variable
+    is unset, as it mostly is, ``os.environ.get`` raises and catches a ``KeyError`` inside (~0.5 us
+    a call, two or three calls a layer call); CPython's ``os.environ`` keeps its entries in its
+    ``_data`` dict under ``encodekey(name)``, read here directly (~0.1 us) wherever it has them."""
+    environ = os.environ
+    data, encode = getattr(environ, "_data", None), getattr(environ, "encodekey", None)
+    if not isinstance(data, dict) or encode is None:
+        return environ.get(ENV_VAR, "")
+    value = data.get(_encoded_name(encode))
+    return "" if value is None else environ.decodevalue(value)
+
+
+@functools.lru_cache(maxsize=4)
+def _encoded_name(encode) -> object:
+    return encode(ENV_VAR)
 
 
 # ---------------------------------------------------------------------- candidates

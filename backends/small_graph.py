@@ -120,7 +120,7 @@ DTYPES = (torch.float32, torch.float64)
 
 def _usable(name: str) -> bool:
     """Backend ``name`` is registered (a test may hold a registry of its own) and can run here."""
-    return name in registry.names() and registry.status_of(name).ok
+    return registry.registered(name) and registry.status_of(name).ok
 
 
 def _threads(threads: int | None) -> int:
@@ -172,9 +172,10 @@ def ops_apply(num_edges: int, width: int, device: torch.device, grad: bool) -> b
 def takes(g, width: int, device: torch.device) -> bool:
     """:func:`applies` for a call on graph ``g`` (a ``unigraph.Graph``) now, counting on ``g`` a
     call that only the fresh bound admits."""
-    if applies(g.num_edges, width, device):
+    num_edges = g._sizes()[2]   # (a plain int: the public count is a Count, built on each read)
+    if applies(num_edges, width, device):
         return True
-    if not (is_fresh(g) and applies(g.num_edges, width, device, fresh=True)):
+    if not (is_fresh(g) and applies(num_edges, width, device, fresh=True)):
         return False
     g.tally(_FRESH_KEY, 1)
     return True

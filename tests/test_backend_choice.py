@@ -61,6 +61,31 @@ def test_precedence(recorders, monkeypatch):
     assert len(recorders["rec_d"].calls) == 2
 
 
+def test_the_environment_variable_is_read_at_each_call_however_it_is_changed(monkeypatch):
+    """``selector._environment_value`` reads ``os.environ``'s own entries: a value set, changed or
+    removed at run time (``os.environ[...]``, ``putenv`` through it, ``mock.patch.dict``) counts at
+    the next call; an ``os.environ`` replaced by a plain mapping is read through ``get``."""
+    import os
+    from unittest import mock
+    from backends import selector
+    monkeypatch.delenv("UNIGRAPH_BACKEND", raising=False)
+    assert selector.current_choice() == ("auto", "default")
+    monkeypatch.setenv("UNIGRAPH_BACKEND", "numba")
+    assert selector.current_choice() == ("numba", "UNIGRAPH_BACKEND")
+    os.environ["UNIGRAPH_BACKEND"] = " scatter "
+    assert selector.current_choice() == ("scatter", "UNIGRAPH_BACKEND")
+    with mock.patch.dict(os.environ, {"UNIGRAPH_BACKEND": "sparse"}):
+        assert selector.current_choice() == ("sparse", "UNIGRAPH_BACKEND")
+    assert selector.current_choice() == ("scatter", "UNIGRAPH_BACKEND")
+    del os.environ["UNIGRAPH_BACKEND"]
+    assert selector.current_choice() == ("auto", "default")
+    monkeypatch.setattr(os, "environ", {"UNIGRAPH_BACKEND": "numba"})
+    assert selector.current_choice() == ("numba", "UNIGRAPH_BACKEND")
+    os.environ["UNIGRAPH_BACKEND"] = "nonesuch"
+    with pytest.raises(ValueError, match="UNIGRAPH_BACKEND='nonesuch' names no backend"):
+        selector.current_choice()
+
+
 def test_backward_runs_on_the_forward_backend(recorders):
     g = unigraph.Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
     x = torch.ones(3, 2, requires_grad=True)

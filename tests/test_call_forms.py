@@ -7,6 +7,7 @@ follows in-place changes, holds nothing alive and stays bounded; wrong arguments
 from __future__ import annotations
 
 import gc
+import re
 
 import pytest
 import torch
@@ -103,6 +104,39 @@ def test_bipartite_pair_and_size_match_pyg():
 
 
 # ---------------------------------------------------------------------- the cache
+@pytest.mark.parametrize("case", ["int64", "int32", "transposed view", "no edges", "1-d features", "out of range",
+                                  "bool", "uint8"])
+def test_plain_x_and_edge_index_resolve_as_the_general_path_does(case):
+    """``resolve``'s shortcut for plain ``(x, edge_index)`` tensors (no ``size``) gives the Call the
+    general path gives (the same cached graph: ``size=(n, n)`` takes the general path to the same
+    key), and the same error for indices it cannot take."""
+    x, edge_index = torch.randn(6, 3), torch.tensor([[0, 1, 2, 5], [1, 2, 3, 0]])
+    if case == "int32":
+        edge_index = edge_index.int()
+    elif case == "transposed view":
+        edge_index = edge_index.t().contiguous().t()
+    elif case == "no edges":
+        edge_index = edge_index[:, :0]
+    elif case == "1-d features":
+        x = torch.randn(6)
+    elif case == "out of range":
+        edge_index = edge_index.clone()
+        edge_index[0, 2] = 6
+    elif case in ("bool", "uint8"):
+        edge_index = (edge_index > 2).to(getattr(torch, case))
+    call_forms.clear_cache()
+    general = lambda: call_forms.resolve("SAGEConv", x, edge_index, size=(6, 6))  # noqa: E731
+    if case in ("out of range", "bool"):
+        with pytest.raises((ValueError, TypeError)) as expected:
+            general()
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value))):
+            call_forms.resolve("SAGEConv", x, edge_index)
+        return
+    want = general()
+    got = call_forms.resolve("SAGEConv", x, edge_index)
+    assert got == want and got.graph is want.graph and got.form == "edge_index" and got.adjacency is edge_index
+
+
 def test_edge_index_converted_once_and_again_after_in_place_change():
     conv = U.GCNConv(IN, OUT).double()
     edge_index = graph_edges(3)

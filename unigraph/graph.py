@@ -211,11 +211,11 @@ class Graph:
             src, dst = _owned(src), _owned(dst)  # their version counters cannot be read: own copies
         self._src, self._dst = src, dst
         # index tensors the graph checked or built, and their version counters at that moment
-        self._guarded_names: list[str] = []
-        self._guarded: list[Tensor] = []
-        self._guarded_versions: list[int] = []
-        self._guard("src", src)
-        self._guard("dst", dst)
+        # (what _guard records; written out here: a new graph every batch builds these)
+        traced = self._built_in_trace
+        self._guarded_names: list[str] = [] if traced else ["src", "dst"]
+        self._guarded: list[Tensor] = [] if traced else [src, dst]
+        self._guarded_versions: list[int] = [] if traced else [src._version, dst._version]
         # Plain ints (or a trace's SymInts), never graph_compat.Count: torch.compile (2.13) compares a
         # SymInt with an int subclass as unequal whatever the values, so a stored Count made a traced
         # size check fail ("x has 30 rows but the graph has 30 nodes").
@@ -377,6 +377,12 @@ class Graph:
     def num_edges(self) -> int:
         return count(self._src.numel())
 
+    def _sizes(self) -> tuple[int, int, int]:
+        """``(num_src_nodes, num_dst_nodes, num_edges)`` as plain ints (a trace's SymInts inside
+        one): what the ops' per-call checks read, without the three ``Count`` s the public
+        properties build (each read checks for a trace and makes one)."""
+        return self._num_src, self._num_dst, self._src.shape[0]
+
     @property
     def num_nodes(self) -> int:
         if self.is_bipartite:
@@ -418,7 +424,12 @@ class Graph:
         so while compiling the check runs eagerly beforehand instead (``prepare()``, called on
         the eager graph) and not inside the traced code: see docs/security.md.
         """
-        if torch.compiler.is_compiling() or [t._version for t in self._guarded] == self._guarded_versions:
+        if torch.compiler.is_compiling():
+            return
+        for tensor, version in zip(self._guarded, self._guarded_versions):   # (no list built: every op reads it)
+            if tensor._version != version:
+                break
+        else:
             return
         for name, tensor, version in zip(self._guarded_names, self._guarded, self._guarded_versions):
             if tensor._version != version:

@@ -238,13 +238,21 @@ def _ingest(kernel: str, edge_index: Tensor, num_src: int, num_dst: int, biparti
     out of range raises :func:`checked_copies`'s error, naming the first offending edge."""
     if edge_index.device.type != "cpu" or edge_index.dtype != torch.int64 or not _numba_csr():
         return None
+    if torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):   # normal tensors: the graph guards their version counters
+            return _ingest(kernel, edge_index, num_src, num_dst, bipartite)
+    bad, *outputs = getattr(_csr_kernels(), kernel)(edge_index.detach().contiguous().numpy(), num_src, num_dst)
+    if bad >= 0:
+        checked_copies(edge_index, num_src, num_dst, bipartite)   # raises, naming the problem
+        raise AssertionError(f"edge {bad} is out of range but checked_copies accepted it")
+    return [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in outputs]
+
+
+@functools.lru_cache(maxsize=1)
+def _csr_kernels():
+    """``unigraph.kernels.cpu.csr``, imported on first use (importing numba costs ~0.5 s)."""
     from unigraph.kernels.cpu import csr
-    with torch.inference_mode(False):   # normal tensors: the graph guards their version counters
-        bad, *outputs = getattr(csr, kernel)(edge_index.detach().contiguous().numpy(), num_src, num_dst)
-        if bad >= 0:
-            checked_copies(edge_index, num_src, num_dst, bipartite)   # raises, naming the problem
-            raise AssertionError(f"edge {bad} is out of range but checked_copies accepted it")
-        return [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in outputs]
+    return csr
 
 
 def _counting_runs(rows: Tensor, cols: Tensor) -> bool:

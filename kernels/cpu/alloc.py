@@ -227,7 +227,7 @@ def pool() -> _Pool:
 def empty(shape, dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised CPU tensor like ``torch.empty(shape, dtype=dtype)``, on pooled memory when
     it is large (see the module docstring); contiguous, and resizable as any tensor."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(map(int, shape))
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES:   # glibc's heap recycles these; no huge page fits (the common case: keep it short)
         return torch.empty(shape, dtype=dtype)

@@ -133,6 +133,37 @@ def test_one_edge_rewritten_behind_the_version_counter_is_seen_in_small_graphs(h
     _assert_same(_run(layer, x, edge_index), _fresh(layer, x, changed.clone()))
 
 
+@pytest.mark.parametrize("form", ["int32", "transposed view", "more edges than PROBES"])
+def test_edge_index_rewritten_before_its_first_hit_is_seen_in_any_dtype_or_layout(form):
+    """A new ``edge_index``'s probes are read at its first hit, from the graph's own copy of its
+    rows (``call_forms._entries_at_build``): a rewrite between the build and that hit is seen
+    whatever the index dtype or strides (``torch.take`` reads row-major), and a rewritten buffer
+    of a graph bigger than the probes."""
+    layer, x = _layer("GCNConv"), torch.randn(N, IN, dtype=torch.float64)
+    edge_index = _edges(15)
+    if form == "int32":
+        edge_index = edge_index.int()
+    elif form == "transposed view":
+        edge_index = edge_index.t().contiguous().t()
+    elif form == "more edges than PROBES":
+        edge_index = torch.randint(0, N - 1, (2, 3 * call_forms.PROBES), generator=torch.Generator().manual_seed(16))
+    call_forms.clear_cache()
+    _run(layer, x, edge_index)
+    assert [entry[3] for entry in call_forms._CACHE.values()] == [None]   # no probe read at the build
+    changed = edge_index.clone()
+    if form == "more edges than PROBES":
+        changed = (changed + 1) % (N - 1)                   # the next batch copied into the buffer
+    else:
+        changed[1, edge_index.shape[1] // 2] = N - 1        # one edge to the isolated node
+    before = edge_index._version
+    edge_index.data.copy_(changed)
+    assert edge_index._version == before and torch.equal(edge_index, changed)
+    got, again = _run(layer, x, edge_index), _run(layer, x, edge_index)   # rebuilt, then a hit
+    want = _fresh(layer, x, changed.clone())
+    _assert_same(got, want)
+    _assert_same(again, want)
+
+
 @pytest.mark.parametrize("layout", ["coo", "csr", "csc"])
 @pytest.mark.parametrize("how", HOW)
 def test_sparse_adjacency_values_written_behind_the_version_counter_are_seen(layout, how):

@@ -644,7 +644,7 @@ def _identity(hook, owner) -> tuple:
 
 
 def _same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return len(a) == len(b) and all(map(operator.is_, a, b))   # (no generator frames: every call reads it)
 
 
 def _parameters(function) -> dict[str, Any]:
@@ -660,7 +660,7 @@ def _source_only(g: Graph, x: Any, name: str) -> tuple[Tensor, None]:
     """The source side of ``x`` when the message reads only ``x_j`` (no destination slice needed)."""
     if isinstance(x, (tuple, list)):
         return split_pair(g, (x[0], None) if len(x) == 2 else x, name)
-    check_rows(x, g.num_src_nodes, name, "source nodes" if g.is_bipartite else "nodes")
+    check_rows(x, g._sizes()[0], name, "source nodes" if g.is_bipartite else "nodes")
     return x, None
 
 

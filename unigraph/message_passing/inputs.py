@@ -54,7 +54,7 @@ def split_pair(g: Graph, x: Any, name: str = "x") -> tuple[Tensor, Tensor | None
             check_rows(x_dst, g.num_dst_nodes, f"{name}[1] (destination features)", "destination nodes")
         return x_src, x_dst
     if not g.is_bipartite:
-        check_rows(x, g.num_src_nodes, name, "nodes")
+        check_rows(x, g._sizes()[0], name, "nodes")
         return x, x
     check_rows(x, g.num_src_nodes, name, "source nodes")
     if g.num_src_nodes < g.num_dst_nodes:

@@ -93,6 +93,13 @@ def resolve(who: str, first: Any, second: Any, *, size: Any = None, edge_weight:
     entry in storage order, nothing merged, as PyG reads a ``SparseTensor``'s values for layers that
     take ``edge_attr``): they come back as ``Call.edge_attr``. A PyG ``EdgeIndex`` is an
     ``edge_index`` whose ``sparse_size`` (when set) gives ``size``."""
+    if (size is None and type(first) is Tensor and type(second) is Tensor and first.dim()
+            and second.dim() == 2 and second.shape[0] == 2 and second.layout == torch.strided
+            and not second.is_floating_point()):
+        # PyG's conv(x, edge_index), the form of nearly every call (a new edge_index every
+        # mini-batch): what the general path below concludes for it, without its recognition steps
+        n = first.shape[0]
+        return Call(_edge_index_graph(who, second, (n, n), False), first, edge_weight, "edge_index", second)
     if _is_graph_object(first):
         if size is not None:
             raise ValueError(f"{who}: size={size!r} belongs to the conv(x, edge_index) form; a graph object "
@@ -197,32 +204,45 @@ def _check_features(who: str, x: Any) -> None:
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 
 
-def _cached(obj: Any, stamp: Any, key: tuple, build, probed: tuple = ()) -> Any:
+def _cached(obj: Any, stamp: Any, key: tuple, build, probed: tuple = (), seen=None) -> Any:
     """``build()`` cached under ``(id(obj),) + key`` while ``obj`` is alive, its ``stamp`` is
     unchanged and the sampled entries of its ``probed`` index tensors read as when it was built;
-    ``stamp`` None means it cannot be tracked: no caching."""
-    return _cached_all((obj,), stamp, key, build, probed)
+    ``stamp`` None means it cannot be tracked: no caching. ``seen(value, probed)``, where given,
+    reads those entries as they were at the build from the built value itself, at the first hit
+    (see :func:`_edge_index_graph`), instead of reading them at every build."""
+    return _cached_all((obj,), stamp, key, build, probed, seen)
 
 
-def _cached_all(objs: tuple, stamp: Any, key: tuple, build, probed: tuple = ()) -> Any:
+def _cached_all(objs: tuple, stamp: Any, key: tuple, build, probed: tuple = (), seen=None) -> Any:
     """:func:`_cached` for a value built from several objects (a dict of adjacencies): it hits only
     while every one of them is alive, the same object, ``stamp`` is unchanged and the probes match."""
     if stamp is None:
         return build()
-    full_key = tuple(id(obj) for obj in objs) + key
+    full_key = tuple(map(id, objs)) + key
     entry = _CACHE.get(full_key)
-    if (entry is not None and all(ref() is obj for ref, obj in zip(entry[0], objs)) and entry[1] == stamp
-            and _probes_match(entry[3], probed)):
-        _CACHE.move_to_end(full_key)
-        return entry[2]
+    if entry is not None and _alive(entry[0], objs) and entry[1] == stamp:
+        if entry[3] is None:
+            entry[3] = seen(entry[2], probed)
+        if _probes_match(entry[3], probed):
+            _CACHE.move_to_end(full_key)
+            return entry[2]
     value = build()
     # the weak references' callbacks drop the entry as soon as one object dies (so a reused id cannot hit)
-    refs = tuple(weakref.ref(obj, lambda _, k=full_key: _CACHE.pop(k, None)) for obj in objs)
-    _CACHE[full_key] = (refs, stamp, value, _probes(probed))
+    drop = lambda _, k=full_key: _CACHE.pop(k, None)   # noqa: E731
+    refs = tuple([weakref.ref(obj, drop) for obj in objs])
+    _CACHE[full_key] = [refs, stamp, value, None if seen is not None else _probes(probed)]
     _CACHE.move_to_end(full_key)
     while len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
     return value
+
+
+def _alive(refs: tuple, objs: tuple) -> bool:
+    """Every weak reference still points at its object (the same one, not a reuse of its id)."""
+    for ref, obj in zip(refs, objs):
+        if ref() is not obj:
+            return False
+    return True
 
 
 def clear_cache() -> None:
@@ -235,9 +255,14 @@ def _stamp(*tensors: Tensor) -> tuple | None:
     inference tensors (no version counter): then nothing is cached. None while torch.compile traces
     (no trace reads versions, storage addresses or ids): the compiled program builds the graph
     itself on every call (unigraph.traced_structure)."""
-    if torch.compiler.is_compiling() or any(t.is_inference() for t in tensors):
+    if torch.compiler.is_compiling():
         return None
-    return tuple((t._version, t.data_ptr(), tuple(t.shape)) for t in tensors)
+    stamp = []
+    for t in tensors:   # (loops, not generators, here and in _cached_all: a new graph every batch reads them)
+        if t.is_inference():
+            return None
+        stamp.append((t._version, t.data_ptr(), tuple(t.shape)))
+    return tuple(stamp)
 
 
 # Writes that bypass the version counter (``.data``, ``.numpy()``, DLPack, ``untyped_storage()``)
@@ -334,7 +359,19 @@ def _from_adjacency(who: str, x: Any, adj: Any, size: Any, values: str = "edge_w
 
 def _edge_index_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
     return _cached(edge_index, _stamp(edge_index), ("edge_index", counts, bipartite),
-                   lambda: _new_graph(who, edge_index, counts, bipartite), (edge_index,))
+                   lambda: _new_graph(who, edge_index, counts, bipartite), (edge_index,), _entries_at_build)
+
+
+def _entries_at_build(graph: Graph, probed: tuple) -> tuple:
+    """:func:`_probes` of ``edge_index`` (``probed``) as it read when ``graph`` was built from it:
+    read from the graph's own copy of its rows (``Graph`` copies and checks the indices it is given
+    and refuses any later change of that copy), so a new ``edge_index`` every batch, never seen
+    again, costs no probe (~8 us of a layer's call on a PyG batch of small graphs, 2-core machine).
+    ``torch.take`` reads ``[2, E]`` row-major: the source row, then the destination row."""
+    (edge_index,) = probed
+    at = _positions(edge_index)
+    src, dst = graph._coo()
+    return ((at, torch.cat([src, dst]).take(at).to(edge_index.dtype)),)
 
 
 def _new_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:

@@ -18,4 +18,7 @@ def traced(*tensors: Optional[Tensor]) -> bool:
     kernel cannot read."""
     if torch.compiler.is_compiling():
         return True
-    return any(t is not None and t.__class__ not in _EAGER_TYPES for t in tensors)
+    for t in tensors:   # (a loop, not a generator: every op call reads it)
+        if t is not None and t.__class__ not in _EAGER_TYPES:
+            return True
+    return False

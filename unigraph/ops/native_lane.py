@@ -65,14 +65,14 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     """``reduce_{(s, v)} u[s] (* e[edge])`` per destination ``v`` on the native lane, or None
     where the lane does not apply (the caller then takes the ordinary path)."""
     extreme = reduce in small_graph.EXTREMES and op in small_graph.EXTREME_OPS
-    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or traced(u, e)
-            or not _plain_rows(u, g.num_src_nodes, g.device)):
+    if (reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or traced(u, e):
         return None  # (the ordinary path names what is wrong, if anything)
-    if _transformed(u.device):
+    num_src, num_dst, num_edges = g._sizes()
+    if not _plain_rows(u, num_src, g.device) or _transformed(u.device):
         return None
     if op == "u_mul_e":
         if (not isinstance(e, Tensor) or e.layout != torch.strided or e.is_nested or e.dtype != u.dtype
-                or e.device != u.device or e.shape[0] != g.num_edges
+                or e.device != u.device or e.shape[0] != num_edges
                 or not (e.dim() == 1 or (e.dim() == 2 and e.shape[1] == 1))):
             return None
     elif op != "copy_u" or e is not None:
@@ -82,19 +82,19 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     choice, _ = selector.current_choice(explicit)
     if extreme:   # only the small-graph rule's COO kernel here; every other max/min the ordinary way
         if choice == "auto" and small_graph.takes(g, u.shape[1], u.device):
-            return small_graph_lane.extreme(src, dst, u, g.num_dst_nodes, reduce, grad)
+            return small_graph_lane.extreme(src, dst, u, num_dst, reduce, grad)
         return None
     decided = None
     if choice == "auto":
-        if small_graph.ops_apply(g.num_edges, u.shape[1], u.device, grad):
+        if small_graph.ops_apply(num_edges, u.shape[1], u.device, grad):
             choice = BACKEND   # the rule's GPU side and tiny CPU calls: this lane's ops, no statistics, no decision
         elif small_graph.takes(g, u.shape[1], u.device):
-            out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), g.num_dst_nodes, grad)
+            out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), num_dst, grad)
             return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
         else:
             decided = _auto_choice(g, op, reduce, u, grad)
     if ((decided.name if decided is not None else choice) != BACKEND
-            or small_graph.ops_backward_too_slow(g.num_edges, u.device, grad)):
+            or small_graph.ops_backward_too_slow(num_edges, u.device, grad)):
         if decided is None:
             return None   # a named backend: the ordinary path checks that it can run the call
         # auto's decision for the very request the front door would build, on operands these checks
@@ -103,7 +103,7 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     messages = u.index_select(0, src)
     if e is not None:
         messages = messages * e.view(-1, 1)
-    out = u.new_zeros((g.num_dst_nodes, u.shape[1])).index_add_(0, dst, messages)
+    out = u.new_zeros((num_dst, u.shape[1])).index_add_(0, dst, messages)
     return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
 
 
