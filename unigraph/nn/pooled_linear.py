@@ -39,13 +39,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unigraph.finite import all_finite
+from unigraph.kernels.cpu import alloc
 
 # Below this many rows the checks cost about what the skipped rows would
 MIN_LIVE_ROWS_CHECK = 4096
 
 
 def _pooled(shape: tuple, dtype: torch.dtype) -> Tensor:
-    from unigraph.kernels.cpu import alloc
     return alloc.empty(shape, dtype)
 
 
@@ -120,7 +120,6 @@ def live_rows(grad: Tensor) -> int | None:
 
 
 def _worth_pooling(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
-    from unigraph.kernels.cpu import alloc
     if (x.device.type != "cpu" or x.dim() != 2 or x.layout != torch.strided or weight.dim() != 2
             or x.dtype not in (torch.float32, torch.float64) or weight.dtype != x.dtype
             or (bias is not None and (bias.dtype != x.dtype or bias.dim() != 1))

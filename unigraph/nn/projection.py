@@ -151,7 +151,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 SPARSE_INPUT_DENSITY = 0.05
 _DENSITY_SAMPLE_ROWS = 256
 _SPARSE_COPIES: collections.OrderedDict = collections.OrderedDict()
-_SEEN_ONCE = object()   # a verdict: mostly zeros, seen once (converted if seen again)
+_SEEN_ONCE = object()   # a verdict not made yet: seen once (its density is read if it is seen again)
 _SPARSE_COPIES_SIZE = 4
 
 
@@ -172,44 +172,44 @@ def sparse_input(enabled: bool):
 def sparse_if_mostly_zero(x: Tensor, *, first_use: bool = False) -> Tensor:
     """A CSR copy of a dense CPU feature matrix that is mostly zeros (bag-of-words), else ``x``.
 
-    The density is estimated on the first rows (cheap when the answer is "dense"); copies are
-    cached per tensor (its storage address, in-place version, shape, strides and dtype), so
-    full-batch training converts once. Every hit re-checks the copy against ``x`` exactly
+    The density is estimated on the first rows, at the tensor's second sight (its first only
+    remembers it); copies are cached per tensor (its storage address, in-place version, shape,
+    strides and dtype), so full-batch training converts once. Every hit re-checks the copy against ``x`` exactly
     (:func:`_copy_is_current`), so a write that bypasses the version counter (``.data``,
     ``.numpy()``, DLPack, ``untyped_storage()``) is seen too: the copy is rebuilt.
     A mostly-zero tensor is converted the *second* time it is seen, not the first: converting
     (a scan of every element, then ``nonzero``) costs more than the one sparse product it would
     serve, so a tensor made anew every step (``F.dropout(x)`` in a user's model: PyG's gcn.py
-    example lost ~13 ms a step to it on Cora) stays dense and pays only the density check (256
-    rows, ~0.1 ms at Cora's width), while the same input seen again (the graph's features every
-    epoch, evaluation) is converted once and reused. ``first_use=True`` converts at once: for a
+    example lost ~13 ms a step to it on Cora) stays dense and pays only a cache entry (the density
+    check, 256 rows, ~0.1 ms at Cora's width, ~10 us on a PyG batch of small graphs, is made at a
+    second sight only), while the same input seen again (the graph's features every epoch,
+    evaluation) is converted once and reused. ``first_use=True`` converts at once: for a
     caller whose input is reused by construction (the built-in models convert their input features
     before their own sparse-aware dropout, so every epoch's dropout runs on the stored values).
     Tensors that need gradients, GPU tensors, inference-mode tensors (no version counter to key the
     cache on) and sparse tensors are returned as they are, and so is everything while
     ``torch.compile`` traces (its graphs hold dense tensors). A "dense" verdict is cached too, so a
-    dense input pays for the density check once.
+    dense input seen again pays for the density check once.
     """
     if torch.compiler.is_compiling() or is_sparse(x) or x.dim() != 2 or x.requires_grad or not x.is_floating_point() or x.device.type != "cpu" \
             or x.numel() == 0 or x.is_inference():
         return x
     key = (x.data_ptr(), x._version, tuple(x.shape), x.stride(), x.dtype, SPARSE_INPUT_DENSITY)
     cached = _SPARSE_COPIES.get(key)
-    if cached is not None and cached[0]() is x:
+    seen = cached is not None and cached[0]() is x
+    if seen:
         if cached[1] is None:  # "dense": the dense product is exact whatever x holds now
             return x
-        if cached[1] is _SEEN_ONCE:  # mostly zeros, and seen before: now the copy pays
-            return _convert(key, x)
-        if _copy_is_current(x, *cached[1:]):
+        if cached[1] is not _SEEN_ONCE and _copy_is_current(x, *cached[1:]):
             return cached[1]
+    elif not first_use:   # a first sight: remembered, nothing read (most such tensors are never seen again)
+        _remember(key, x, _SEEN_ONCE)
+        return x
     sample = x[:_DENSITY_SAMPLE_ROWS]
     if int(torch.count_nonzero(sample)) > SPARSE_INPUT_DENSITY * sample.numel():
         _remember(key, x, None)
         return x
-    if first_use or (cached is not None and cached[0]() is x):   # (a stale copy of x: rebuilt)
-        return _convert(key, x)
-    _remember(key, x, _SEEN_ONCE)
-    return x
+    return _convert(key, x)   # (seen again, first_use, or a stale copy of x: rebuilt)
 
 
 def _convert(key: tuple, x: Tensor) -> Tensor:
