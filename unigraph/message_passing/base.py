@@ -386,7 +386,7 @@ class MessagePassing(torch.nn.Module):
         # the default message, update and aggregate: propagate's copy_u path (_copy_propagate)
         self._copies_x = (_is_default(message, "message", self) and _is_default(self.update, "update", self)
                           and not _overrides(self, "aggregate"))
-        self._copy_plans: dict[Any, MessagePlan] = {}  # aggr (or structure key, aggr) -> the plan of a copy path
+        self._copy_plans: dict[Any, MessagePlan] = {}  # aggr (or structure key, op, aggr) -> the plan of a one-call path
         # structure key -> the source-node input a pure message returns unchanged, or "" (_returned_copy)
         self._returned_inputs: dict[tuple, str] = {}
         # structure key -> (source input, edge input) of a message that weighs the one by the other (_weighted_copy)

@@ -367,11 +367,13 @@ def _entries_at_build(graph: Graph, probed: tuple) -> tuple:
     read from the graph's own copy of its rows (``Graph`` copies and checks the indices it is given
     and refuses any later change of that copy), so a new ``edge_index`` every batch, never seen
     again, costs no probe (~8 us of a layer's call on a PyG batch of small graphs, 2-core machine).
-    ``torch.take`` reads ``[2, E]`` row-major: the source row, then the destination row."""
+    ``torch.take`` reads ``[2, E]`` row-major: the source row's probed columns, then the same
+    columns of the destination row (:func:`_positions_of`)."""
     (edge_index,) = probed
     at = _positions(edge_index)
+    columns = at[:at.numel() // 2]
     src, dst = graph._coo()
-    return ((at, torch.cat([src, dst]).take(at).to(edge_index.dtype)),)
+    return ((at, torch.cat([src.index_select(0, columns), dst.index_select(0, columns)]).to(edge_index.dtype)),)
 
 
 def _new_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from unigraph.graph import Graph
@@ -84,7 +85,13 @@ class GraphConv(MessagePassing):
             if self.lin_rel.bias is not None:
                 out = out + self.lin_rel.bias
         else:
-            out = self.lin_rel(self.propagate(g, x=dense(x_src), edge_weight=edge_weight))
+            aggregated = self.propagate(g, x=dense(x_src), edge_weight=edge_weight)
+            if x_dst is not None and aggregated.dim() == 2 and not torch.is_autocast_enabled(aggregated.device.type):
+                # the root term carries the bias and the aggregation's product accumulates into it
+                # (addmm_, as SAGEConv's): no separate pass over the output for the sum
+                root = linear(x_dst, self.lin_root.weight, self.lin_rel.bias)   # (this call's own fresh tensor)
+                return root.addmm_(aggregated, self.lin_rel.weight.t())
+            out = self.lin_rel(aggregated)
         if x_dst is not None:
             out = out + linear(x_dst, self.lin_root.weight)
         return out

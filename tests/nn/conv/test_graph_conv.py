@@ -35,3 +35,23 @@ def test_static_graph():
     x, edge_index = torch.randn(3, 7, 5, dtype=torch.float64), random_edges(7, 20)
     out = assert_same(theirs, ours, x, edge_index)
     torch.testing.assert_close(out, torch.stack([ours(x[b], edge_index) for b in range(3)]), **TOL)
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean", "max"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("form", ["x", "pair", "pair without destination features", "weighted"])
+def test_the_root_term_accumulating_the_aggregations_product_equals_pygs(aggr, bias, form):
+    """The root term ``x_dst W_1^T + b`` is computed first and the aggregation's product is added
+    into it in place (one ``addmm_``): PyG's values and gradients (inputs and every parameter),
+    with and without the bias, for a single tensor, a pair, a pair without destination features
+    (no root term) and edge weights; widths that do not narrow, so the product runs after the
+    aggregation."""
+    torch.manual_seed(0)
+    theirs = pyg_nn.GraphConv(4, 6, aggr=aggr, bias=bias)
+    ours = loaded(theirs, U.GraphConv(4, 6, aggr=aggr, bias=bias))
+    edge_index = random_edges(9, 30)
+    x = torch.randn(9, 4, dtype=torch.float64)
+    args = {"x": (x, edge_index), "pair": ((x, x[:9]), edge_index),
+            "pair without destination features": ((x, None), edge_index),
+            "weighted": (x, edge_index, torch.rand(30, dtype=torch.float64))}[form]
+    assert_same(theirs, ours, *args)
