@@ -26,7 +26,7 @@ def test_the_command_compiles_each_family_in_both_precisions_and_keeps_the_rando
     assert lines[-1].startswith("done in ")
     from unigraph.kernels.cpu import coo, gat, softmax, spmm
     for kernel in (spmm.gather_sum, spmm.binary_sum, spmm.gather_extreme, coo.scatter_sum, gat.forward,
-                   softmax.edge_softmax, coo.scatter_add_relu, coo.add_relu_edge_grad, coo.add_relu_source_grad):
+                   softmax.edge_softmax, coo.scatter_add_relu, coo.add_relu_edge_grad):
         arrays = {str(argument) for signature in kernel.signatures for argument in signature}
         assert {"array(float32, 2d, C)", "array(float64, 2d, C)"} <= arrays, kernel
     from unigraph.kernels.cpu import mt19937

@@ -15,7 +15,7 @@ per thread (16 bytes an edge), the rows' additions are divided among them.
 
 GINEConv's message summed (:func:`scatter_add_relu`, ``out_v = \sum_k relu(x_{src_k} + e_k)``) runs in
 the same pass, and its backward in two (:func:`add_relu_edge_grad`, parallel over edges, and
-:func:`add_relu_source_grad`, threads owning source rows): no ``[E, F]`` message in the forward.
+the same kernel with threads owning source rows): no ``[E, F]`` message in the forward.
 
 The backward of a sum is the same sum with the roles swapped (``grad_x[src_k] += w_k grad_out[dst_k]``),
 so one kernel serves both directions. The max/min kernel keeps each output element's winning
@@ -84,23 +84,27 @@ def scatter_extreme(bounds, src, dst, x, sign, out, arg):
 
 
 @parallel_kernel(fastmath=FASTMATH)
-def scatter_add_relu(bounds, src, dst, x, e, out):
-    """``out[dst[k]] += relu(x[src[k]] + e[k])`` over the edges in order (``e`` [E, F], a row per
-    edge: GINEConv's message); ``out`` [Nd, F] is overwritten. A term ``<= 0`` adds nothing (the
-    row starts at +0 and only positive terms or NaN reach it, so skipping a 0 changes no bit); a
-    NaN term is added, as torch's relu keeps NaN."""
+def scatter_add_relu(bounds, src, dst, x, e, grad_out, backward, out):
+    """GINEConv's message summed: ``out[dst[k]] += relu(x[src[k]] + e[k])`` over the edges in order
+    (``e`` [E, F], a row per edge; ``grad_out`` not read), threads owning destination rows; or,
+    ``backward``, the nodes' gradient ``out[src[k]] += grad_out[dst[k]]`` where that term was not
+    cut (:func:`add_relu_edge_grad`'s rule), threads owning source rows (``bounds`` over them).
+    ``out`` is overwritten. A term ``<= 0`` adds nothing: the forward's row starts at +0 and only
+    positive terms or NaN reach it, so skipping a 0 changes no bit; a NaN term is added (torch's
+    relu keeps NaN, and its backward passes a NaN's gradient)."""
     width = out.shape[1]
+    owner = src if backward else dst
     for t in prange(bounds.shape[0] - 1):
         lo, hi = bounds[t], bounds[t + 1]
         out[lo:hi] = 0
-        for k in range(src.shape[0]):
-            d = dst[k]
-            if lo <= d < hi:
-                s = src[k]
+        for k in range(owner.shape[0]):
+            row = owner[k]
+            if lo <= row < hi:
+                s, d = src[k], dst[k]
                 for j in range(width):
                     value = x[s, j] + e[k, j]
                     if not value <= 0:
-                        out[d, j] += value
+                        out[row, j] += grad_out[d, j] if backward else value
 
 
 @parallel_kernel(fastmath=FASTMATH)
@@ -115,22 +119,3 @@ def add_relu_edge_grad(src, dst, x, e, grad_out, grad_e):
             grad_e[k, j] = grad_out[d, j]
             if x[s, j] + e[k, j] <= 0:
                 grad_e[k, j] = 0
-
-
-@parallel_kernel(fastmath=FASTMATH)
-def add_relu_source_grad(bounds, src, dst, x, e, grad_out, grad_x):
-    """``grad_x[src[k]] += grad_out[dst[k]]`` over the edges in order where ``x[src[k]] + e[k]`` is
-    not ``<= 0`` (:func:`add_relu_edge_grad`'s rule): threads own ranges of source rows (``bounds``
-    over the sources), as :func:`scatter_sum`'s own destination rows; ``grad_x`` [Ns, F] is
-    overwritten."""
-    width = grad_x.shape[1]
-    for t in prange(bounds.shape[0] - 1):
-        lo, hi = bounds[t], bounds[t + 1]
-        grad_x[lo:hi] = 0
-        for k in range(src.shape[0]):
-            s = src[k]
-            if lo <= s < hi:
-                d = dst[k]
-                for j in range(width):
-                    if not x[s, j] + e[k, j] <= 0:
-                        grad_x[s, j] += grad_out[d, j]

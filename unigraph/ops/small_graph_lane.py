@@ -96,8 +96,10 @@ def _add_relu(src: Tensor, dst: Tensor, u: Tensor, e: Tensor, num_dst: int) -> T
     out = alloc.empty((num_dst, u.shape[1]), u.dtype)   # the kernel zeroes every row
     coo = _kernels("coo")
     with threads_for(src.shape[0] * u.shape[1]):
+        out_rows = out.numpy()   # (also the gradient argument, which the forward does not read)
         coo.scatter_add_relu(coo.row_ranges(num_dst, current_threads()), src.numpy(), dst.numpy(),
-                             u.detach().contiguous().numpy(), e.detach().contiguous().numpy(), out.numpy())
+                             u.detach().contiguous().numpy(), e.detach().contiguous().numpy(), out_rows, False,
+                             out_rows)
     return out
 
 
@@ -198,6 +200,6 @@ class CooAddRelu(torch.autograd.Function):
                 coo.add_relu_edge_grad(src.numpy(), dst.numpy(), x, edges, grad_out, grad_e.numpy())
             if need_u:
                 grad_u = alloc.empty(u.shape, u.dtype)
-                coo.add_relu_source_grad(coo.row_ranges(u.shape[0], current_threads()), src.numpy(), dst.numpy(),
-                                         x, edges, grad_out, grad_u.numpy())
+                coo.scatter_add_relu(coo.row_ranges(u.shape[0], current_threads()), src.numpy(), dst.numpy(),
+                                     x, edges, grad_out, True, grad_u.numpy())
         return grad_u, grad_e, None, None, None
