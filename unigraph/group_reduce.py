@@ -53,13 +53,19 @@ def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor
     return _GroupExtreme.apply(x, index, dim_size, reduce)
 
 
-def _row_counts(index: Tensor, dim_size: int, like: Tensor) -> Tensor:
-    """``max(rows of the group, 1)`` per group, shaped to divide ``like``, in float32 at least
-    (float16 counts exactly only to 2,048, bfloat16 to 256)."""
+def group_sizes(index: Tensor, dim_size: int, like: Tensor) -> Tensor:
+    """The rows of each group (``[dim_size]``), as a float of ``like``'s precision but float32 at
+    least: float16 counts exactly only to 2,048 and bfloat16 to 256, so a hub's mean or PNA's
+    degree scalers would read a rounded count. ``index_add`` of ones (``bincount``'s output size
+    is data to torch.compile)."""
     wide = torch.float64 if like.dtype in (torch.float64, torch.complex128) else torch.float32   # (a real count)
     counts = torch.zeros(dim_size, dtype=wide, device=index.device)
-    counts.index_add_(0, index, torch.ones(index.shape[0], dtype=wide, device=index.device))
-    return counts.clamp_(min=1).view((-1,) + (1,) * (like.dim() - 1))
+    return counts.index_add_(0, index, torch.ones(index.shape[0], dtype=wide, device=index.device))
+
+
+def _row_counts(index: Tensor, dim_size: int, like: Tensor) -> Tensor:
+    """``max(rows of the group, 1)`` per group, shaped to divide ``like`` (:func:`group_sizes`)."""
+    return group_sizes(index, dim_size, like).clamp_(min=1).view((-1,) + (1,) * (like.dim() - 1))
 
 
 def _scatter_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor:

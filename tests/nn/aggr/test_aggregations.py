@@ -70,3 +70,25 @@ def test_compiled_without_graph_breaks_and_still_checked():
                                ours.SoftmaxAggregation()(x, torch.tensor([0, 0, 1, 2, 2]), dim_size=3))
     with pytest.raises(ValueError, match="index holds group 3, outside \\[0, 3\\)"):
         compiled(x, torch.tensor([0, 0, 1, 2, 3]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_degree_scalers_count_a_hubs_in_degree_exactly_in_half_precision(dtype):
+    """PNA's degree scalers read each node's in-degree: counted in float32 (a float16 count of ones
+    stops at 2,048, bfloat16's at 256), each scale rounded once to the output's dtype. A hub of
+    3,000 in-edges gets the scales of 3,000, as in float64."""
+    deg = torch.tensor([0, 10, 30, 20, 5])
+    index = torch.cat([torch.zeros(3000, dtype=torch.long), torch.arange(1, 41).repeat_interleave(3)])
+    x = (torch.rand(index.numel(), 4, generator=torch.Generator().manual_seed(0)) + 0.5) / 1000   # (no overflow)
+    scalers = ["identity", "amplification", "attenuation", "linear", "inverse_linear"]
+    half = ours.DegreeScalerAggregation("sum", scalers, deg).to(dtype)
+    wide = ours.DegreeScalerAggregation("sum", scalers, deg).double()
+    out = half(x.to(dtype), index, dim_size=41)
+    expected = wide(x.double(), index, dim_size=41)
+    assert out.dtype == dtype
+    # every scale within the half type's own rounding of the float64 result (the sums themselves
+    # are rounded in that type: compare the hub's scales as ratios to its identity column)
+    hub, hub_expected = out[0].double().view(5, 4), expected[0].view(5, 4)
+    ratios, ratios_expected = hub[1:] / hub[:1], hub_expected[1:] / hub_expected[:1]
+    tolerance = {torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(ratios, ratios_expected, rtol=tolerance, atol=0)

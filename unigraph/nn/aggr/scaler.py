@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from unigraph.group_reduce import group_sizes
 from unigraph.nn.aggr.base import Aggregation
 from unigraph.nn.aggr.multi import MultiAggregation
 from unigraph.nn.aggr.names import aggregation_by_name
@@ -71,18 +72,19 @@ class DegreeScalerAggregation(Aggregation):
         out = self.aggr(x, index, dim_size=dim_size, dim=dim)
         shape = [1] * out.dim()
         shape[dim] = -1
-        # in-degrees by index_add (bincount's output size is data to torch.compile)
-        deg = out.new_zeros(dim_size).index_add_(0, index, out.new_ones(index.shape)).view(shape)
+        # in-degrees counted exactly (float32 at least: a float16 count stops at 2,048), each
+        # scale computed in that precision and rounded once to the output's dtype
+        deg = group_sizes(index, dim_size, out).view(shape)
         outs = []
         for name in self.scaler:
             if name == "identity":
                 outs.append(out)
             elif name == "amplification":
-                outs.append(out * (torch.log(deg + 1) / self.avg_deg_log))
+                outs.append(out * (torch.log(deg + 1) / self.avg_deg_log).to(out.dtype))
             elif name == "attenuation":
-                outs.append(out * (self.avg_deg_log / torch.log(deg.clamp(min=1) + 1)))
+                outs.append(out * (self.avg_deg_log / torch.log(deg.clamp(min=1) + 1)).to(out.dtype))
             elif name == "linear":
-                outs.append(out * (deg / self.avg_deg_lin))
+                outs.append(out * (deg / self.avg_deg_lin).to(out.dtype))
             else:
-                outs.append(out * (self.avg_deg_lin / deg.clamp(min=1)))
+                outs.append(out * (self.avg_deg_lin / deg.clamp(min=1)).to(out.dtype))
         return torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
