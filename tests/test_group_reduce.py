@@ -110,6 +110,26 @@ def test_half_precision_keeps_its_dtype_and_counts_exactly(dtype, reduce):
     assert torch.equal(grad, torch.full_like(grad, 1 / 3000))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_half_precision_sums_in_float32_and_rounds_once(dtype, reduce, shape):
+    """A group of 3,000 rows (a hub), 1-D rows too: torch's ``index_add`` of a 1-D float16 tensor
+    accumulates in float16 and its sum of ones stops at 2,048 (bfloat16's at 256); here sums and
+    means run in float32 and are rounded once, the float64 result rounded to the dtype."""
+    gen = torch.Generator().manual_seed(4)
+    index = torch.cat([torch.zeros(3000, dtype=torch.int64), torch.arange(1, 5)])
+    x = (torch.rand((3004,) + shape, generator=gen, dtype=torch.float64) + 0.5).to(dtype).requires_grad_()
+    out = group_reduce(x, index, 5, reduce)
+    expected = group_reduce(x.detach().double(), index, 5, reduce).to(dtype)
+    assert out.dtype == dtype and torch.equal(out, expected)
+    upstream = torch.rand(out.shape, generator=gen, dtype=torch.float64).to(dtype)
+    (grad,) = torch.autograd.grad(out, x, upstream)
+    (want,) = torch.autograd.grad(group_reduce(x.double(), index, 5, reduce), x, upstream.double())
+    assert grad.dtype == dtype
+    torch.testing.assert_close(grad, want.to(dtype), rtol=0, atol=0)
+
+
 def test_under_vmap_and_without_grad():
     index = torch.tensor([0, 2, 2, 1])
     batch = torch.randn(3, 4, 2)

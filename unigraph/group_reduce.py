@@ -41,13 +41,14 @@ def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor
     if not (x.is_floating_point() or x.is_complex()):   # no gradient; torch's integer arithmetic as before
         return _scatter_reduce(x, index, dim_size, reduce)
     if reduce in ("sum", "add", "mean"):
-        total = x.new_zeros(shape).index_add(0, index, x)
-        if reduce != "mean":
-            return total
-        counts = _row_counts(index, dim_size, total)
-        if total.element_size() < 4 and not total.is_complex():   # half precision: divided in float32, rounded once
-            return (total.to(counts.dtype) / counts).to(total.dtype)
-        return total / counts
+        # half precision: summed (and divided) in float32, rounded once; torch's index_add of a 1-D
+        # float16 tensor accumulates in float16, whose running sum of ones stops at 2,048
+        half = x.element_size() < 4 and not x.is_complex()
+        rows = x.to(torch.float32) if half else x
+        total = rows.new_zeros(shape).index_add(0, index, rows)
+        if reduce == "mean":
+            total = total / _row_counts(index, dim_size, total)
+        return total.to(x.dtype) if half else total
     if not x.requires_grad or not torch.is_grad_enabled():
         return _scatter_reduce(x, index, dim_size, reduce)
     return _GroupExtreme.apply(x, index, dim_size, reduce)
