@@ -55,3 +55,23 @@ def test_resolver_names():
     assert activation_resolver(None) is None
     with pytest.raises(ValueError, match="unknown normalization 'pair'"):
         normalization_resolver("pair", F)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name, kwargs", [("LayerNorm", {"mode": "graph"}), ("GraphNorm", {}), ("InstanceNorm", {})])
+def test_half_precision_statistics_of_a_large_graph_are_taken_in_float32(dtype, name, kwargs):
+    """A graph of 15,000 nodes x 32 features: its sums of squares and LayerNorm's entry count pass
+    float16's 65,504 (the statistics came out 0 or inf, the output silently wrong); each graph's
+    statistics are now taken in float32 and the output rounded once: the float64 result, rounded,
+    within the dtype's own step."""
+    from unigraph import nn as U
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.cat([torch.zeros(15000, dtype=torch.long), torch.ones(40, dtype=torch.long)])
+    x = torch.randn(15040, 32, generator=gen, dtype=torch.float64) * 3 + 1
+    torch.manual_seed(0)
+    layer = getattr(U, name)(32, **kwargs)
+    expected = layer.double()(x, batch)
+    out = layer.to(dtype)(x.to(dtype), batch)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    step = {torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]
+    torch.testing.assert_close(out.double(), expected, rtol=step, atol=step)

@@ -57,6 +57,14 @@ def graph_sum(x: Tensor, batch: Tensor, batch_size: int) -> Tensor:
     return x.new_zeros((batch_size,) + tuple(x.shape[1:])).index_add(0, batch, x)
 
 
+def wide(x: Tensor) -> Tensor:
+    """``x`` in float32 where it is half precision, for the per-graph statistics: a graph's sums of
+    features and of squares (and LayerNorm's count of entries, nodes x features) pass float16's
+    65,504 and lose exactness past 2,048 (bfloat16's 256) on graphs of a few thousand nodes,
+    silently: a mean of 0 or a variance of inf. The caller rounds its result once."""
+    return x.float() if x.is_floating_point() and x.element_size() < 4 else x
+
+
 def graph_sizes(batch: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
     """Nodes per graph, at least 1 (an empty graph divides by 1), as a ``[batch_size, 1]`` column."""
     return torch.bincount(batch, minlength=batch_size).to(dtype).clamp(min=1).view(-1, 1)
@@ -134,11 +142,12 @@ class LayerNorm(torch.nn.Module):
             out = x / (x.std(unbiased=False) + self.eps)
         else:
             batch, batch_size = graph_counts(x, batch, batch_size, "LayerNorm")
+            dtype, x = x.dtype, wide(x)
             entries = graph_sizes(batch, batch_size, x.dtype) * x.shape[-1]
             mean = graph_sum(x, batch, batch_size).sum(-1, keepdim=True) / entries
             x = x - mean.index_select(0, batch)
             var = graph_sum(x * x, batch, batch_size).sum(-1, keepdim=True) / entries
-            out = x / (var + self.eps).sqrt().index_select(0, batch)
+            out = (x / (var + self.eps).sqrt().index_select(0, batch)).to(dtype)
         return out * self.weight + self.bias if self.affine else out
 
     def __repr__(self) -> str:
@@ -170,11 +179,12 @@ class GraphNorm(torch.nn.Module):
 
     def forward(self, x: Tensor, batch: Tensor | None = None, batch_size: int | None = None) -> Tensor:
         batch, batch_size = graph_counts(x, batch, batch_size, "GraphNorm")
+        dtype, x = x.dtype, wide(x)
         sizes = graph_sizes(batch, batch_size, x.dtype)
         mean = graph_sum(x, batch, batch_size) / sizes
         out = x - mean.index_select(0, batch) * self.mean_scale
         var = graph_sum(out * out, batch, batch_size) / sizes
-        return self.weight * out / (var + self.eps).sqrt().index_select(0, batch) + self.bias
+        return self.weight * (out / (var + self.eps).sqrt().index_select(0, batch)).to(dtype) + self.bias
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels})"
@@ -209,7 +219,9 @@ class InstanceNorm(torch.nn.modules.instancenorm._InstanceNorm):
                                   self.training or not self.track_running_stats, self.momentum, self.eps)
             return out.squeeze(0).t()
         batch, batch_size = graph_counts(x, batch, batch_size, "InstanceNorm")
+        dtype = x.dtype
         if self.training or not self.track_running_stats:
+            x = wide(x)
             sizes = graph_sizes(batch, batch_size, x.dtype)
             mean = graph_sum(x, batch, batch_size) / sizes
             x = x - mean.index_select(0, batch)
@@ -223,7 +235,7 @@ class InstanceNorm(torch.nn.modules.instancenorm._InstanceNorm):
         else:
             x = x - self.running_mean.view(1, -1)
             var = self.running_var.view(1, -1).expand(batch_size, -1)
-        out = x / (var + self.eps).sqrt().index_select(0, batch)
+        out = (x / (var + self.eps).sqrt().index_select(0, batch)).to(dtype)
         if self.weight is not None and self.bias is not None:
             out = out * self.weight.view(1, -1) + self.bias.view(1, -1)
         return out
