@@ -27,6 +27,14 @@ class EdgeAddTanh(MessagePassing):
         return (x_j + e).tanh()
 
 
+class GlobalTanh(EdgeAddTanh):
+    """The same message reading a global (``torch.tanh``): traced on every call, never cached; the
+    rule learns by its inputs' structure instead."""
+
+    def message(self, x_j, e):
+        return torch.tanh(x_j + e)
+
+
 def inputs(edges=300, nodes=60, width=8, seed=0):
     gen = torch.Generator().manual_seed(seed)
     g = unigraph.Graph(torch.randint(0, nodes, (2, edges), generator=gen), num_nodes=nodes)
@@ -35,10 +43,11 @@ def inputs(edges=300, nodes=60, width=8, seed=0):
     return g, x, e
 
 
+@pytest.mark.parametrize("layer_class", [EdgeAddTanh, GlobalTanh])
 @pytest.mark.parametrize("aggr", ["sum", "mean", "max"])
-def test_small_graphs_run_the_message_as_written_and_equal_the_fused_path(monkeypatch, aggr):
+def test_small_graphs_run_the_message_as_written_and_equal_the_fused_path(monkeypatch, aggr, layer_class):
     g, x, e = inputs()
-    layer = EdgeAddTanh(aggr=aggr)
+    layer = layer_class(aggr=aggr)
     layer(g, x, e)                                           # the first call: the fused path finds it materializes
     assert layer.explain().mode == "g-SDDMM"
     fresh = unigraph.Graph(g.edge_index.clone(), num_nodes=g.num_nodes)   # the next batch's graph

@@ -199,12 +199,16 @@ class MessagePassing(torch.nn.Module):
                     out = self._weighted_copy(g, inputs, who, key)
                 if out is None:
                     out = self._rectified_sum(g, inputs, who, key)
-                if out is None and self._materializes.get(key) and _small_enough_for_eager(g, inputs):
+                # what the small-graph eager rule learns by: the cached trace's key, or for a message
+                # traced on every call (it reads a global: torch.tanh, F.relu) its inputs' structure
+                # alone; only a choice of path, both of which compute the message as written
+                learned = key if self._pure_message else _structure_key(inputs)
+                if out is None and self._materializes.get(learned) and _small_enough_for_eager(g, inputs):
                     self._last_plan = MessagePlan.eager(f"{who}.message", _SMALL_EAGER)
                 elif out is None:
                     out = self._traced_propagate(g, inputs, key)
-                    if out is not None and key is not None:   # (what the next small call decides by)
-                        self._materializes[key] = not self._last_plan.fused
+                    if out is not None and learned is not None:   # (what the next small call decides by)
+                        self._materializes[learned] = not self._last_plan.fused
             if out is None:
                 out = self._eager_propagate(g, inputs)
         return self.update(out, **self._update_inputs(g, kwargs))
