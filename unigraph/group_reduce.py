@@ -41,17 +41,23 @@ def group_reduce(x: Tensor, index: Tensor, dim_size: int, reduce: str) -> Tensor
     if not (x.is_floating_point() or x.is_complex()):   # no gradient; torch's integer arithmetic as before
         return _scatter_reduce(x, index, dim_size, reduce)
     if reduce in ("sum", "add", "mean"):
-        # half precision: summed (and divided) in float32, rounded once; torch's index_add of a 1-D
-        # float16 tensor accumulates in float16, whose running sum of ones stops at 2,048
-        half = x.element_size() < 4 and not x.is_complex()
-        rows = x.to(torch.float32) if half else x
+        rows = widened(x)   # half precision: summed (and divided) in float32, rounded once
         total = rows.new_zeros(shape).index_add(0, index, rows)
         if reduce == "mean":
             total = total / _row_counts(index, dim_size, total)
-        return total.to(x.dtype) if half else total
+        return total.to(x.dtype)
     if not x.requires_grad or not torch.is_grad_enabled():
         return _scatter_reduce(x, index, dim_size, reduce)
     return _GroupExtreme.apply(x, index, dim_size, reduce)
+
+
+def widened(x: Tensor) -> Tensor:
+    """``x`` in float32 where it is a half-precision float (else ``x`` itself): the precision sums
+    over groups of its rows are taken in, the caller rounding the result once. torch's
+    ``index_add`` of a 1-D float16 tensor accumulates in float16, whose running sum of ones stops
+    at 2,048 (bfloat16's at 256), and a group's sum of squares passes float16's 65,504 on a graph
+    of a few thousand nodes."""
+    return x.float() if x.is_floating_point() and x.element_size() < 4 else x
 
 
 def group_sizes(index: Tensor, dim_size: int, like: Tensor) -> Tensor:

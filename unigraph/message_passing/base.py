@@ -70,7 +70,7 @@ from unigraph.backends import selector, small_graph
 from unigraph.graph import Graph
 from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
-from unigraph.message_passing.plan import FUSED, MessagePlan
+from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
 from unigraph.message_passing.rectified import rectified_input
 from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, oriented, pyg_settings
@@ -238,12 +238,15 @@ class MessagePassing(torch.nn.Module):
         self._copy_plan(self.aggr, [("x_j", U, x)], who)
         return out
 
-    def _copy_plan(self, key: Any, inputs: list[tuple[str, str, Any]], who: str, op: str = "copy_u") -> None:
-        """Record the plan of a one-g-SpMM path (``op``: the fused path's for these inputs), cached under ``key``."""
+    def _copy_plan(self, key: Any, inputs: list[tuple[str, str, Any]], who: str, op: str = "copy_u",
+                   note: tuple = (), reasons: tuple = ()) -> None:
+        """Record the plan of a one-g-SpMM path (``op``: the fused path's for these inputs; ``note``
+        appended to its step, ``reasons`` said with it), cached under ``key``."""
         plan = self._copy_plans.get(key)
         if plan is None:
             plan = self._copy_plans[key] = MessagePlan.from_record(
-                f"{who}.message", self._trace(inputs), Record(steps=[("gspmm", op, self.aggr)]))
+                f"{who}.message", self._trace(inputs), Record(steps=[("gspmm", op, self.aggr) + note],
+                                                              reasons=list(reasons)))
         if self._last_plan is not plan:  # (nn.Module's __setattr__ costs a few us a call)
             self._last_plan = plan
 
@@ -321,13 +324,7 @@ class MessagePassing(torch.nn.Module):
             return None
         out = native_lane.run_add_relu(g, self.aggr, x, e)
         if out is not None:
-            plan = self._copy_plans.get((key, "relu(u + e)", self.aggr))
-            if plan is None:
-                plan = self._copy_plans[(key, "relu(u + e)", self.aggr)] = MessagePlan(
-                    f"{who}.message", FUSED, self._trace(inputs, key), [("gspmm", "u_add_e", self.aggr, "(relu per edge)")],
-                    [], [], [_RECTIFIED])
-            if self._last_plan is not plan:
-                self._last_plan = plan
+            self._copy_plan((key, "relu(u + e)", self.aggr), inputs, who, "u_add_e", ("(relu per edge)",), (_RECTIFIED,))
         return out
 
     # ------------------------------------------------------------------ inputs

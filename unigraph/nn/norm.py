@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from unigraph.group_reduce import widened
+
 
 class BatchIndexError(ValueError, RuntimeError):
     """A graph id in ``batch`` outside ``[0, batch_size)``."""
@@ -55,14 +57,6 @@ def graph_counts(x: Tensor, batch: Tensor | None, batch_size: int | None, who: s
 def graph_sum(x: Tensor, batch: Tensor, batch_size: int) -> Tensor:
     """Rows of ``x`` summed per graph: ``[batch_size, ...]``."""
     return x.new_zeros((batch_size,) + tuple(x.shape[1:])).index_add(0, batch, x)
-
-
-def wide(x: Tensor) -> Tensor:
-    """``x`` in float32 where it is half precision, for the per-graph statistics: a graph's sums of
-    features and of squares (and LayerNorm's count of entries, nodes x features) pass float16's
-    65,504 and lose exactness past 2,048 (bfloat16's 256) on graphs of a few thousand nodes,
-    silently: a mean of 0 or a variance of inf. The caller rounds its result once."""
-    return x.float() if x.is_floating_point() and x.element_size() < 4 else x
 
 
 def graph_sizes(batch: Tensor, batch_size: int, dtype: torch.dtype) -> Tensor:
@@ -142,7 +136,9 @@ class LayerNorm(torch.nn.Module):
             out = x / (x.std(unbiased=False) + self.eps)
         else:
             batch, batch_size = graph_counts(x, batch, batch_size, "LayerNorm")
-            dtype, x = x.dtype, wide(x)
+            # half precision: each graph's statistics in float32 (its entry count, nodes x features,
+            # passes float16's 65,504 too), the output rounded once
+            dtype, x = x.dtype, widened(x)
             entries = graph_sizes(batch, batch_size, x.dtype) * x.shape[-1]
             mean = graph_sum(x, batch, batch_size).sum(-1, keepdim=True) / entries
             x = x - mean.index_select(0, batch)
@@ -179,7 +175,7 @@ class GraphNorm(torch.nn.Module):
 
     def forward(self, x: Tensor, batch: Tensor | None = None, batch_size: int | None = None) -> Tensor:
         batch, batch_size = graph_counts(x, batch, batch_size, "GraphNorm")
-        dtype, x = x.dtype, wide(x)
+        dtype, x = x.dtype, widened(x)
         sizes = graph_sizes(batch, batch_size, x.dtype)
         mean = graph_sum(x, batch, batch_size) / sizes
         out = x - mean.index_select(0, batch) * self.mean_scale
@@ -221,7 +217,7 @@ class InstanceNorm(torch.nn.modules.instancenorm._InstanceNorm):
         batch, batch_size = graph_counts(x, batch, batch_size, "InstanceNorm")
         dtype = x.dtype
         if self.training or not self.track_running_stats:
-            x = wide(x)
+            x = widened(x)
             sizes = graph_sizes(batch, batch_size, x.dtype)
             mean = graph_sum(x, batch, batch_size) / sizes
             x = x - mean.index_select(0, batch)

@@ -131,10 +131,6 @@ def _gather_at(x: Tensor, rows: Tensor, out_shape: tuple) -> Tensor:
     return torch.where(rows >= 0, picked, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-def _scatter_to(calls, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
-    return scatter_at_winners(calls.backend, values, rows, num_rows, feature_shape)
-
-
 def scatter_at_winners(backend, values: Tensor, rows: Tensor, num_rows: int, feature_shape: tuple) -> Tensor:
     """Sum ``values[v, k]`` into ``result[rows[v, k], offset(k)]`` (skipping rows == -1), how a
     max/min gradient reaches its winners: ``backend``'s kernel for it, or torch's differentiable
@@ -148,10 +144,10 @@ def _gspmm_extreme_backward(g: GraphTensors, calls, op: str, u, e, arg_u, arg_e,
     out_shape = tuple(go.shape[1:])
     du = de = None
     if op == "copy_u":
-        du = _scatter_to(calls, go, arg_u, g.num_src, tuple(u.shape[1:])) if need_u else None
+        du = scatter_at_winners(calls.backend, go, arg_u, g.num_src, tuple(u.shape[1:])) if need_u else None
         return du, None
     if op == "copy_e":
-        de = _scatter_to(calls, go, arg_e, g.num_edges, tuple(e.shape[1:])) if need_e else None
+        de = scatter_at_winners(calls.backend, go, arg_e, g.num_edges, tuple(e.shape[1:])) if need_e else None
         return None, de
     if op in ("u_add_e", "u_sub_e"):
         du_part, de_part = go, (-go if op == "u_sub_e" else go)
@@ -164,9 +160,9 @@ def _gspmm_extreme_backward(g: GraphTensors, calls, op: str, u, e, arg_u, arg_e,
             safe_e = torch.where(arg_e >= 0, e_sel, torch.ones((), dtype=e_sel.dtype, device=e_sel.device))
             du_part, de_part = go / safe_e, -go * u_sel / (safe_e * safe_e)
     if need_u:
-        du = _scatter_to(calls, du_part, arg_u, g.num_src, tuple(u.shape[1:]))
+        du = scatter_at_winners(calls.backend, du_part, arg_u, g.num_src, tuple(u.shape[1:]))
     if need_e:
-        de = _scatter_to(calls, de_part, arg_e, g.num_edges, tuple(e.shape[1:]))
+        de = scatter_at_winners(calls.backend, de_part, arg_e, g.num_edges, tuple(e.shape[1:]))
     return du, de
 
 

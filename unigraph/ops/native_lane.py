@@ -89,8 +89,8 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
         if small_graph.ops_apply(num_edges, u.shape[1], u.device, grad):
             choice = BACKEND   # the rule's GPU side and tiny CPU calls: this lane's ops, no statistics, no decision
         elif small_graph.takes(g, u.shape[1], u.device):
-            out = small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), num_dst, grad)
-            return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
+            return _averaged(g, reduce, small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1),
+                                                                    num_dst, grad))
         else:
             decided = _auto_choice(g, op, reduce, u, grad)
     if ((decided.name if decided is not None else choice) != BACKEND
@@ -103,8 +103,7 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     messages = u.index_select(0, src)
     if e is not None:
         messages = messages * e.view(-1, 1)
-    out = u.new_zeros((num_dst, u.shape[1])).index_add_(0, dst, messages)
-    return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
+    return _averaged(g, reduce, u.new_zeros((num_dst, u.shape[1])).index_add_(0, dst, messages))
 
 
 def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
@@ -117,22 +116,21 @@ def run_copy_e(g: Graph, reduce: str, e, explicit: str | None) -> Tensor | None:
     for a decision (~110 us of a GINEConv call on a PyG batch of 128 small graphs); the sum needs
     none of them, and its backward is autograd's ``index_select`` of the gradient."""
     extreme = reduce in small_graph.EXTREMES
-    if ((reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or traced(e)
-            or not _plain_rows(e, g.num_edges, g.device) or _transformed(e.device)):
+    if (reduce not in REDUCES and not extreme) or not isinstance(g, Graph) or traced(e):
         return None
-    if selector.current_choice(explicit)[0] != "auto":
+    _, num_dst, num_edges = g._sizes()
+    if not _plain_rows(e, num_edges, g.device) or _transformed(e.device) or selector.current_choice(explicit)[0] != "auto":
         return None
     if extreme:   # numba's COO max/min with each edge its own row: the winners are edge ids (arg_e)
         if not small_graph.takes(g, e.shape[1], e.device):
             return None
         _, dst = g._coo()
-        rows = torch.arange(g.num_edges, device=e.device)
-        return small_graph_lane.extreme(rows, dst, e, g.num_dst_nodes, reduce, differentiated(e))
-    if not (small_graph.takes(g, e.shape[1], e.device) or small_graph.gpu_applies(g.num_edges, e.shape[1], e.device)):
+        rows = torch.arange(num_edges, device=e.device)
+        return small_graph_lane.extreme(rows, dst, e, num_dst, reduce, differentiated(e))
+    if not (small_graph.takes(g, e.shape[1], e.device) or small_graph.gpu_applies(num_edges, e.shape[1], e.device)):
         return None
     _, dst = g._coo()  # checks that no index tensor changed since the graph checked it
-    out = e.new_zeros((g.num_dst_nodes, e.shape[1])).index_add_(0, dst, e)
-    return out / _in_degree_divisor(g, e.dtype) if reduce == "mean" else out
+    return _averaged(g, reduce, e.new_zeros((num_dst, e.shape[1])).index_add_(0, dst, e))
 
 
 def run_add_relu(g: Graph, reduce: str, u, e) -> Tensor | None:
@@ -140,14 +138,20 @@ def run_add_relu(g: Graph, reduce: str, u, e) -> Tensor | None:
     row of ``e`` per edge, as wide as ``u``, of its dtype) where ``auto``'s small-graph rule takes
     the call on the CPU: numba's one COO pass (``small_graph_lane.add_relu``), no ``[E, F]``
     message, no CSR. None elsewhere: the caller runs the message its ordinary way."""
-    if (reduce not in REDUCES or not isinstance(g, Graph) or traced(u, e) or not _plain_rows(u, g.num_src_nodes, g.device)
-            or not _plain_rows(e, g.num_edges, g.device) or e.dtype != u.dtype or e.shape[1] != u.shape[1]
-            or _transformed(u.device) or selector.current_choice()[0] != "auto"
+    if reduce not in REDUCES or not isinstance(g, Graph) or traced(u, e):
+        return None
+    num_src, num_dst, num_edges = g._sizes()
+    if (not _plain_rows(u, num_src, g.device) or not _plain_rows(e, num_edges, g.device) or e.dtype != u.dtype
+            or e.shape[1] != u.shape[1] or _transformed(u.device) or selector.current_choice()[0] != "auto"
             or not small_graph.takes(g, u.shape[1], u.device)):
         return None
     src, dst = g._coo()  # checks that no index tensor changed since the graph checked it
-    out = small_graph_lane.add_relu(src, dst, u, e, g.num_dst_nodes, differentiated(u, e))
-    return out / _in_degree_divisor(g, u.dtype) if reduce == "mean" else out
+    return _averaged(g, reduce, small_graph_lane.add_relu(src, dst, u, e, num_dst, differentiated(u, e)))
+
+
+def _averaged(g: Graph, reduce: str, out: Tensor) -> Tensor:
+    """A lane's sum ``out`` as ``reduce`` asks: the sum itself, or divided by ``max(in_degree, 1)``."""
+    return out / _in_degree_divisor(g, out.dtype) if reduce == "mean" else out
 
 
 def _plain_rows(t, rows: int, device: torch.device) -> bool:

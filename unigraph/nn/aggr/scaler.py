@@ -79,12 +79,14 @@ class DegreeScalerAggregation(Aggregation):
         for name in self.scaler:
             if name == "identity":
                 outs.append(out)
-            elif name == "amplification":
-                outs.append(out * (torch.log(deg + 1) / self.avg_deg_log).to(out.dtype))
+                continue
+            if name == "amplification":
+                scale = torch.log(deg + 1) / self.avg_deg_log
             elif name == "attenuation":
-                outs.append(out * (self.avg_deg_log / torch.log(deg.clamp(min=1) + 1)).to(out.dtype))
+                scale = self.avg_deg_log / torch.log(deg.clamp(min=1) + 1)
             elif name == "linear":
-                outs.append(out * (deg / self.avg_deg_lin).to(out.dtype))
+                scale = deg / self.avg_deg_lin
             else:
-                outs.append(out * (self.avg_deg_lin / deg.clamp(min=1)).to(out.dtype))
+                scale = self.avg_deg_lin / deg.clamp(min=1)
+            outs.append(out * scale.to(out.dtype))
         return torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
