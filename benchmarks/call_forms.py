@@ -5,7 +5,7 @@ The model is PyG's ``examples/gat.py`` network written with ``unigraph.GATConv``
 on Cora. Rows, one training epoch each in turn (interleaved, so a load change hits all alike):
 
 - ``conv(g, x)``: the graph passed as a prepared ``unigraph.Graph``;
-- ``conv(x, edge_index)``: PyG's form, the [2, E] tensor converted by ``unigraph.nn.call_forms``
+- ``conv(x, edge_index)``: PyG's form, the [2, E] tensor converted by ``unigraph.call_forms``
   (once: the conversion is cached on the tensor's identity and version); target: within 5% of the
   row above;
 - ``GATConv-built model, sparse input``: the features as a torch sparse CSR tensor, which every

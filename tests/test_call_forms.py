@@ -1,4 +1,4 @@
-"""Every layer in every calling convention (unigraph/nn/call_forms.py): PyG's ``conv(x, edge_index)``
+"""Every layer in every calling convention (unigraph/call_forms.py): PyG's ``conv(x, edge_index)``
 with a [2, E] tensor, a torch-sparse SparseTensor or a torch sparse adjacency (COO/CSR), and
 ``conv(g, x)`` with a unigraph Graph, a PyG Data or a DGL graph. PyG's layers, given the same weights
 and the edge_index form, are the oracle for outputs and gradients (float64); the conversion cache
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import unigraph
-from unigraph.nn import call_forms
+from unigraph import call_forms
 
 pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference for these tests (test extra)")
 torch_sparse = pytest.importorskip("torch_sparse", reason="SparseTensor inputs need torch_sparse")

@@ -19,7 +19,8 @@ import torch
 
 import unigraph
 from unigraph import HeteroConv, HeteroGraph, HGTConv, RGCNConv
-from unigraph.nn import call_forms
+from unigraph import call_forms
+from unigraph.nn import hetero_forms
 from test_hetero_layers import DECOMPOSITIONS, assert_all_close, copy_pyg_hgt, forward_and_grads, leaves_of
 
 pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference for these tests (test extra)")
@@ -241,12 +242,12 @@ def test_hgt_dict_form_matches_pyg_and_the_graph_form(form):
 def test_dict_form_graph_cached_and_rebuilt_after_in_place_change():
     edges, x, _ = small_hetero()
     x = {t: v.detach() for t, v in x.items()}
-    first = call_forms.hetero_graph("t", x, edges)
-    assert call_forms.hetero_graph("t", x, dict(edges)) is first          # same tensors, same versions: a hit
+    first = hetero_forms.hetero_graph("t", x, edges)
+    assert hetero_forms.hetero_graph("t", x, dict(edges)) is first          # same tensors, same versions: a hit
     conv = HGTConv(F_IN, 4, first.metadata(), heads=2).double()
     before = conv(x, edges)
     edges[("paper", "cites", "paper")][1, 0] = 5                          # in place: the next call rebuilds
-    second = call_forms.hetero_graph("t", x, edges)
+    second = hetero_forms.hetero_graph("t", x, edges)
     assert second is not first
     assert int(second[("paper", "cites", "paper")].dst[0]) == 5
     after = conv(x, edges)
@@ -254,14 +255,14 @@ def test_dict_form_graph_cached_and_rebuilt_after_in_place_change():
     torch.testing.assert_close(after["paper"], conv(fresh, x)["paper"])
     assert not torch.allclose(before["paper"], after["paper"])
     other_rows = {"paper": x["paper"], "author": torch.randn(5, F_IN, dtype=torch.float64)}
-    assert call_forms.hetero_graph("t", other_rows, edges).num_nodes("author") == 5   # counts are part of the key
+    assert hetero_forms.hetero_graph("t", other_rows, edges).num_nodes("author") == 5   # counts are part of the key
 
 
 def test_dict_form_cache_holds_nothing_alive():
     edges, x, _ = small_hetero()
     x = {t: v.detach() for t, v in x.items()}
     call_forms.clear_cache()
-    graph = call_forms.hetero_graph("t", x, edges)
+    graph = hetero_forms.hetero_graph("t", x, edges)
     ref = weakref.ref(edges[("paper", "cites", "paper")])
     assert len(call_forms._CACHE) == 1
     del edges[("paper", "cites", "paper")]   # one adjacency of the dict dies: the entry leaves with it

@@ -51,9 +51,16 @@ def _pyg_graph(data: Any) -> Any:
 
 
 def sparse_entries(adj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(row, col, value)`` of a torch sparse matrix in its storage order, duplicates kept."""
+    """``(row, col, value)`` of a torch sparse matrix in its storage order, duplicates kept. The
+    values carry their gradient (a COO matrix's ``_values()`` does not: the coalesced one's
+    ``values()`` does; an uncoalesced one whose values need gradients is refused)."""
     if adj.layout == torch.sparse_coo:
         row, col = adj._indices()
+        if adj.is_coalesced():
+            return row, col, adj.values()
+        if adj.requires_grad:
+            raise ValueError("a sparse COO adjacency whose values need gradients must be coalesced (adj.coalesce()): "
+                             "the values of an uncoalesced one do not carry their gradient")
         return row, col, adj._values()
     compressed, plain = ((adj.crow_indices(), adj.col_indices()) if adj.layout == torch.sparse_csr
                          else (adj.ccol_indices(), adj.row_indices()))

@@ -142,18 +142,25 @@ def checked_copies(edge_index: Tensor, num_src: int, num_dst: int, bipartite: bo
     return src, dst
 
 
+class IndexRangeError(ValueError, IndexError):
+    """An edge index outside its node range: a ``ValueError`` (unigraph's contract for bad input)
+    and an ``IndexError`` (what PyG raises for an index out of bounds), so either ``except`` works."""
+
+
 def check_index_range(index: Tensor, size: int, row_name: str, size_name: str) -> None:
-    """``ValueError`` unless every entry of ``index`` (row ``row_name`` of an edge_index) lies in
-    ``0..size-1``; the message names the first offending edge and ``size_name``."""
+    """:class:`IndexRangeError` unless every entry of ``index`` (row ``row_name`` of an edge_index)
+    lies in ``0..size-1``; the message names the first offending edge and ``size_name``."""
     if index.numel() == 0:
         return
     low, high = (int(v) for v in torch.aminmax(index))   # one pass (a mini-batch builds a graph every step)
     if low < 0:
         at = int((index < 0).nonzero()[0])
-        raise ValueError(f"edge_index[{row_name}] holds the negative index {low} (first at edge {at}); indices must be >= 0")
+        valid = f"valid indices are 0..{size - 1}" if size > 0 else f"{size_name}=0"
+        raise IndexRangeError(f"edge_index[{row_name}] holds the negative index {low} (first at edge {at}); "
+                              f"indices must be >= 0 ({valid})")
     if high >= size:
         at = int((index >= size).nonzero()[0])
-        raise ValueError(
+        raise IndexRangeError(
             f"edge_index[{row_name}] holds index {high} (first out-of-range at edge {at}) but {size_name}={size}; "
             f"valid indices are 0..{size - 1}" if size > 0 else
             f"edge_index[{row_name}] holds index {high} but {size_name}=0: a graph without nodes cannot have edges")

@@ -73,6 +73,14 @@ FILES: dict[str, dict[str, str]] = {
     "test/nn/aggr/test_lstm.py": {"LSTMAggregation": AGGR},
     "test/nn/aggr/test_mlp_aggr.py": {"MLPAggregation": AGGR},
     "test/nn/models/test_basic_gnn.py": {name: MODELS for name in ("GCN", "GraphSAGE", "GIN", "GAT", "EdgeCNN", "PNA")},
+    # a user's own layer: PyG's MessagePassing base class (the aggregation modules stay PyG's)
+    "test/nn/conv/test_message_passing.py": {"MessagePassing": CONV},
+    "test/nn/norm/test_batch_norm.py": {"BatchNorm": CONV},
+    "test/nn/norm/test_layer_norm.py": {"LayerNorm": CONV},
+    "test/nn/norm/test_graph_norm.py": {"GraphNorm": CONV},
+    "test/nn/norm/test_instance_norm.py": {"InstanceNorm": CONV},
+    "test/nn/models/test_mlp.py": {"MLP": MODELS},
+    "test/nn/models/test_jumping_knowledge.py": {"JumpingKnowledge": MODELS},
 }
 SUPPORT = ["test/conftest.py"]  # PyG's fixtures (get_dataset, ...)
 
@@ -103,6 +111,9 @@ OUT_OF_SCOPE = {
                                             "the messages, the generated GCNConv_propagate module, TorchScript",
     "test_jit": "TorchScript: the layers resolve their call form and build a Graph in Python, which torch.jit.script "
                 "cannot compile (torch.compile works, with no graph breaks)",
+    "test_my_conv_save": "PyG internals: the jinja-generated propagate (_jinja_propagate, _orig_propagate) that "
+                         "PyG's MessagePassing compiles per class; torch.save/torch.load of the layer itself works",
+    "test_pickle": "PyG internals: swaps the class's generated propagate for _orig_propagate before pickling",
     "test_packaging": "torch.package: the test externs PyG's modules by name (pe.extern('torch_geometric.nn.**')); "
                       "unigraph's would need pe.extern('unigraph.**'). Its first half, torch.save/torch.load of the "
                       "model, passes",

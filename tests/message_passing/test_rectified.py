@@ -169,7 +169,7 @@ def test_each_gradient_only_where_asked_and_no_grad(passes, needs):
                                     "max"])
 def test_what_the_pass_cannot_take_runs_the_ordinary_way(passes, monkeypatch, change):
     g, x, e = inputs()
-    layer = EdgeAddReLU(aggr="max" if change == "max" else "sum")
+    layer = EdgeAddReLU(aggr="max" if change == "max" else "sum", node_dim=0)   # (nodes in dim 0 for 3-d)
     if change == "float32 nodes":
         x = x.detach().float().requires_grad_()
     elif change == "edge column":

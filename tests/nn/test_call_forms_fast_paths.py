@@ -1,4 +1,4 @@
-"""The call-form cache (``unigraph/nn/call_forms.py``) and the sparse-input projection's CSR copy
+"""The call-form cache (``unigraph/call_forms.py``) and the sparse-input projection's CSR copy
 (``unigraph/nn/projection.py``) against the plain path: every change of what they are keyed on
 or re-check each call, made between two calls, gives the result of a fresh call (the cache
 cleared), in float64, forward and backward. The changes are those docs/call_forms.md ("What the
@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import unigraph
-from unigraph.nn import call_forms, projection
+from unigraph import call_forms
+from unigraph.nn import projection
 
 torch_sparse = pytest.importorskip("torch_sparse", reason="SparseTensor inputs need torch_sparse")
 

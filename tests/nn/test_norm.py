@@ -75,3 +75,21 @@ def test_half_precision_statistics_of_a_large_graph_are_taken_in_float32(dtype, 
     assert out.dtype == dtype and torch.isfinite(out).all()
     step = {torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]
     torch.testing.assert_close(out.double(), expected, rtol=step, atol=step)
+
+
+@pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_device_argument_places_the_parameters_and_buffers(name, kwargs):
+    # PyG's norms take device=; a "meta" module has no storage, so every tensor is seen to follow it
+    module = getattr(ours, name)(F, **kwargs, device="meta")
+    tensors = list(module.parameters()) + [b for b in module.buffers() if b.dim() > 0]
+    assert all(t.device.type == "meta" for t in tensors)   # (LayerNorm(affine=False), InstanceNorm(): none)
+
+
+def test_batch_norm_running_statistics_reset():
+    norm = ours.BatchNorm(F)
+    norm(torch.randn(6, F) * 3 + 1)
+    assert not torch.equal(norm.module.running_mean, torch.zeros(F))
+    norm.reset_running_stats()
+    assert torch.equal(norm.module.running_mean, torch.zeros(F)) and torch.equal(norm.module.running_var, torch.ones(F))
+    with pytest.raises(ValueError, match="requires 'track_running_stats'"):
+        ours.BatchNorm(F, track_running_stats=False, allow_single_element=True)

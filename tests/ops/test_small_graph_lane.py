@@ -17,7 +17,7 @@ from op_cases import SMALL, assert_matches, coo_kernel_calls, cpu_test_backends,
 from reference import gspmm_ref
 from unigraph import ops
 from unigraph.graph import GraphModifiedError
-from unigraph.nn import call_forms
+from unigraph import call_forms
 
 pytest.importorskip("numba")
 from unigraph.backends import small_graph  # noqa: E402

@@ -10,7 +10,10 @@ compiles them to the graph operators.
 source-node row of the ``x`` passed to ``propagate`` and ``x_i`` the destination-node row; any other
 name is passed through (an edge tensor has one row per edge). ``index``/``edge_index_i`` (the
 destination of each edge), ``edge_index_j`` (its source), ``size_i``/``dim_size`` and ``size_j``
-are provided too.
+are provided too. ``propagate`` takes a :class:`~unigraph.Graph`, or PyG's adjacency as PyG's
+``propagate`` does (``edge_index``, ``EdgeIndex``, sparse ``adj_t``, ``SparseTensor``, with
+PyG's ``size``: :mod:`~unigraph.message_passing.pyg_adjacency`); ``aggr`` may be PyG's
+aggregation modules, and an ``aggregate`` override may take PyG's parameters.
 
 The fused path, and the one condition for it
 --------------------------------------------
@@ -72,8 +75,10 @@ from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
+from unigraph.message_passing.pyg_adjacency import graph_and_inputs, is_adjacency
 from unigraph.message_passing.rectified import rectified_input
-from unigraph.message_passing.pyg_arguments import check_node_dim, check_propagate_size, oriented, pyg_settings
+from unigraph.message_passing.pyg_arguments import (
+    aggregation_module, check_node_dim, check_propagate_size, oriented, pyg_settings)
 from unigraph.message_passing.rowwise import ELEMENTWISE_FUNCTIONS, ELEMENTWISE_METHODS
 from unigraph.message_passing.tracing import (
     CONST, E, TRACE_ERRORS, U, V, Ref, Traced, random_state, restore_random_state, trace)
@@ -105,13 +110,14 @@ class MessagePassing(torch.nn.Module):
 
     Args:
         aggr (str, optional): the aggregation :math:`\bigoplus`: ``"sum"`` (alias ``"add"``),
-            ``"mean"``, ``"max"`` or ``"min"``; ``None`` when the layer overrides ``aggregate``
-            (as in PyG). (default: ``"sum"``)
+            ``"mean"``, ``"max"`` or ``"min"`` (fused); ``None`` when the layer overrides
+            ``aggregate`` (as in PyG); or, as in PyG, an aggregation module, another name or a list
+            of them (``layer.aggr_module``, called on the materialized messages). (default: ``"sum"``)
         fuse (bool, optional): trace ``message`` and compile it to graph operators. ``False`` always
             materializes the messages (a reference path). (default: ``True``)
-        flow, node_dim, aggr_kwargs, decomposed_layers: PyG's arguments, accepted where they mean
-            what unigraph does and refused by name otherwise (see
-            :mod:`unigraph.message_passing.pyg_arguments`).
+        flow, node_dim, aggr_kwargs, decomposed_layers: PyG's arguments, with PyG's defaults
+            (``node_dim=-2``: 2-D features), accepted where they mean what unigraph does and
+            refused by name otherwise (see :mod:`unigraph.message_passing.pyg_arguments`).
     """
 
     #: True where ``forward`` orients the graph itself (:func:`~unigraph.message_passing.pyg_arguments.oriented`,
@@ -119,15 +125,21 @@ class MessagePassing(torch.nn.Module):
     #: then takes ``g`` as given. False (a custom layer): ``propagate`` applies ``flow`` to ``g``.
     resolves_flow: bool = False
 
-    def __init__(self, aggr: str | None = "sum", *, fuse: bool = True, flow: str = "source_to_target",
-                 node_dim: int = 0, aggr_kwargs: dict | None = None, decomposed_layers: int = 1):
+    def __init__(self, aggr: Any = "sum", *, fuse: bool = True, flow: str = "source_to_target",
+                 node_dim: int = -2, aggr_kwargs: dict | None = None, decomposed_layers: int = 1):
         super().__init__()
         pyg_settings(type(self).__name__, flow=flow, node_dim=node_dim, aggr_kwargs=aggr_kwargs,
                      decomposed_layers=decomposed_layers)
         if aggr is None and not _overrides(self, "aggregate"):
             raise ValueError(f"{type(self).__name__} passes aggr=None, which means the layer aggregates "
                              "itself, but it does not override aggregate(inputs, g)")
-        self.aggr = None if aggr is None else normalize_aggr(aggr)
+        #: PyG's aggregation module where ``aggr`` is not one of the fused names (None otherwise)
+        self.aggr_module: torch.nn.Module | None = None
+        if aggr is None or (isinstance(aggr, str) and aggr in AGGR_ALIASES and not aggr_kwargs):
+            self.aggr = None if aggr is None else normalize_aggr(aggr)
+        else:
+            self.aggr_module = aggregation_module(aggr, aggr_kwargs, type(self).__name__)
+            self.aggr = [str(a) for a in aggr] if isinstance(aggr, (list, tuple)) else str(aggr)   # (PyG's)
         self.fuse = bool(fuse)
         self.node_dim = node_dim
         self.flow = flow
@@ -144,14 +156,17 @@ class MessagePassing(torch.nn.Module):
 
     # pickling (torch.save of a whole model, copy.deepcopy): what was read of the hooks holds code
     # objects and traces, which pickle cannot hold; it is derived state, read again on loading
-    _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_pure_message", "_pure_traces",
-                "_last_plan", "_copies_x", "_copy_plans", "_returned_inputs", "_weighted_inputs", "_materializes")
+    _DERIVED = ("_hooks_read", "_message_parameters", "_update_parameters", "_read_names", "_pure_message",
+                "_pure_traces", "_last_plan", "_copies_x", "_copy_plans", "_returned_inputs", "_weighted_inputs",
+                "_materializes")
 
     def __getstate__(self) -> dict:
         return {key: value for key, value in self.__dict__.items() if key not in self._DERIVED}
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
+        if "aggr_module" not in self.__dict__ and "aggr_module" not in self._modules:
+            self.aggr_module = None   # (saved before aggregation modules were taken)
         self._last_plan = None
         self._prepare_hooks()
 
@@ -162,7 +177,11 @@ class MessagePassing(torch.nn.Module):
 
     def aggregate(self, inputs: Tensor, g: Graph) -> Tensor:
         """:math:`\\bigoplus`: reduce per-edge ``inputs`` into the destination nodes of ``g``.
-        Overriding it turns off the fused path (the messages are then materialized)."""
+        Overriding it turns off the fused path (the messages are then materialized), as does an
+        aggregation module (``aggr_module``). An override may also take PyG's parameters
+        (``aggregate(self, inputs, index, ptr=None, dim_size=None)``: :meth:`_aggregate_arguments`)."""
+        if self.aggr_module is not None:
+            return self.aggr_module(inputs, g.dst, dim_size=g.num_dst_nodes, dim=0)
         return ops.gspmm(g, "copy_e", self.aggr, e=inputs)
 
     def update(self, aggr_out: Tensor) -> Tensor:
@@ -170,13 +189,17 @@ class MessagePassing(torch.nn.Module):
         return aggr_out
 
     # ------------------------------------------------------------------ propagate
-    def propagate(self, g: Graph, **kwargs: Any) -> Tensor:
+    def propagate(self, g: Graph | Any = None, **kwargs: Any) -> Tensor:
         """Run message, aggregate and update on graph ``g``; ``kwargs`` supply message inputs
-        (``x`` for ``x_j``/``x_i``, edge tensors by name) and update inputs."""
+        (``x`` for ``x_j``/``x_i``, edge tensors by name) and update inputs. ``g`` may also be
+        what PyG's ``propagate`` takes, an ``edge_index`` (``[2, E]`` or ``EdgeIndex``; also by
+        the keyword ``edge_index=``), a ``SparseTensor`` or a torch sparse ``adj_t``, with PyG's
+        ``size`` (:mod:`~unigraph.message_passing.pyg_adjacency`)."""
         who = type(self).__name__
-        check_graph(g, f"{who}.propagate")
         if not torch.compiler.is_compiling() and not _same(self._hooks_identity(), self._hooks_read):
             self._read_hooks()
+        if not isinstance(g, Graph):   # PyG's adjacency forms, or an error naming what g is
+            g, kwargs = self._graph_and_inputs(g, kwargs, self._read_names, "propagate")
         if not self.resolves_flow:
             g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
@@ -187,8 +210,9 @@ class MessagePassing(torch.nn.Module):
             if isinstance(x, Tensor) and x.is_floating_point():
                 return self._copy_propagate(g, x, who)
         inputs = self._message_inputs(g, kwargs)
+        extra = self._aggregate_arguments(g, kwargs) if _overrides(self, "aggregate") else None
         if torch.compiler.is_compiling():
-            out = self._compiled_propagate(g, inputs)
+            out = self._compiled_propagate(g, inputs, extra)
         else:
             out = None
             if self.fuse:
@@ -206,11 +230,11 @@ class MessagePassing(torch.nn.Module):
                 if out is None and self._materializes.get(learned) and _small_enough_for_eager(g, inputs):
                     self._last_plan = MessagePlan.eager(f"{who}.message", _SMALL_EAGER)
                 elif out is None:
-                    out = self._traced_propagate(g, inputs, key)
+                    out = self._traced_propagate(g, inputs, key, extra)
                     if out is not None and learned is not None:   # (what the next small call decides by)
                         self._materializes[learned] = not self._last_plan.fused
             if out is None:
-                out = self._eager_propagate(g, inputs)
+                out = self._eager_propagate(g, inputs, extra)
         return self.update(out, **self._update_inputs(g, kwargs))
 
     def explain(self) -> MessagePlan:
@@ -219,11 +243,47 @@ class MessagePassing(torch.nn.Module):
             raise RuntimeError(f"{type(self).__name__} has not propagated yet; call it once, then explain()")
         return self._last_plan
 
+    def _graph_and_inputs(self, g: Any, kwargs: dict, read: frozenset, hook: str) -> tuple[Graph, dict]:
+        """``hook``'s graph (PyG's adjacency forms through :func:`graph_and_inputs`; ``g`` None: the
+        keyword ``edge_index``) and its inputs, the graph checked."""
+        who = type(self).__name__
+        if g is None and "edge_index" in kwargs:   # PyG's propagate(edge_index=..., x=...)
+            g = kwargs.pop("edge_index")
+        if not isinstance(g, Graph) and is_adjacency(g):   # PyG's form: the graph from the call-form cache
+            g, kwargs = graph_and_inputs(g, kwargs, read, self.flow, self.node_dim, who)
+        check_graph(g, f"{who}.{hook}")
+        return g, kwargs
+
+    def edge_update(self) -> Tensor:
+        """PyG's per-edge hook, run by :meth:`edge_updater`; a layer that calls it overrides it
+        (as in PyG, there is no default)."""
+        raise NotImplementedError(f"{type(self).__name__} calls edge_updater but does not override edge_update")
+
+    def edge_updater(self, edge_index: Graph | Any = None, size: Any = None, **kwargs: Any) -> Any:
+        """PyG's ``edge_updater``: ``edge_update`` run once on every edge, its inputs by name as
+        ``message``'s (``x_j``/``x_i`` gathered per edge, edge tensors, ``index``, ...), on a
+        ``Graph`` or PyG's adjacency forms (``size`` as in :meth:`propagate`). Runs as written
+        (no fused path: the result is per edge)."""
+        who = type(self).__name__
+        parameters = _hook_parameters(self.edge_update)
+        if size is not None:
+            kwargs["size"] = size
+        g, kwargs = self._graph_and_inputs(edge_index, kwargs, frozenset(parameters), "edge_updater")
+        if not self.resolves_flow:
+            g = oriented(g, self.flow, who)
+        check_propagate_size(g, kwargs, who, "size" in parameters)
+        return self.edge_update(**_per_edge(g, self._message_inputs(g, kwargs, parameters, "edge_update")))
+
+    def _aggregates_messages(self) -> bool:
+        """Whether the aggregation needs the messages: ``aggregate`` overridden, or an aggregation
+        module (``aggr_module``); the fused reductions are then off."""
+        return _overrides(self, "aggregate") or self.aggr_module is not None
+
     def propagates_default_hooks(self) -> bool:
         """Whether ``propagate`` runs the default ``message`` (``x_j``), ``update`` and
         ``aggregate`` as they are now (as of the last call's reading of the hooks): its output at a
         destination without in-edges is then the constant of the aggregation, depending on no input."""
-        return self._copies_x and not _overrides(self, "aggregate")
+        return self._copies_x and not self._aggregates_messages()
 
     def _copy_propagate(self, g: Graph, x: Tensor, who: str) -> Tensor:
         """The default ``message`` (``x_j``) and ``update`` with ``aggregate`` not overridden: the
@@ -273,7 +333,7 @@ class MessagePassing(torch.nn.Module):
         """``reader``'s verdict on the cached trace under ``key`` (kept in ``forms`` per key; falsy:
         not that form), or None where no one-g-SpMM path applies (no cached trace, or ``aggregate``
         overridden, which needs the messages)."""
-        if key is None or _overrides(self, "aggregate"):
+        if key is None or self._aggregates_messages():
             return None
         found = forms.get(key)
         if found is None:
@@ -328,10 +388,12 @@ class MessagePassing(torch.nn.Module):
         return out
 
     # ------------------------------------------------------------------ inputs
-    def _message_inputs(self, g: Graph, kwargs: dict) -> list[tuple[str, str, Any]]:
-        """``(name, domain, value)`` for every parameter of ``message``."""
+    def _message_inputs(self, g: Graph, kwargs: dict, parameters: dict | None = None,
+                        hook: str = "message") -> list[tuple[str, str, Any]]:
+        """``(name, domain, value)`` for every parameter of ``message`` (or of ``hook``, whose
+        ``parameters`` are given)."""
         inputs = []
-        parameters = self._message_parameters
+        parameters = self._message_parameters if parameters is None else parameters
         pairs: dict[str, tuple] = {}
         for name, default in parameters.items():
             if name.endswith(("_i", "_j")) and name[:-2] in kwargs:
@@ -343,7 +405,7 @@ class MessagePassing(torch.nn.Module):
                 src, dst = pairs[base]
                 value = src if name.endswith("_j") else dst
                 if value is None:
-                    raise ValueError(f"{type(self).__name__}.message needs {name} but {base} has no destination part")
+                    raise ValueError(f"{type(self).__name__}.{hook} needs {name} but {base} has no destination part")
                 inputs.append((name, U if name.endswith("_j") else V, value))
             elif name in kwargs:
                 value = kwargs[name]
@@ -354,7 +416,7 @@ class MessagePassing(torch.nn.Module):
             elif default is not _REQUIRED:
                 inputs.append((name, CONST, default))
             else:
-                raise TypeError(f"{type(self).__name__}.message needs {name!r} but propagate got no "
+                raise TypeError(f"{type(self).__name__}.{hook} needs {name!r} but propagate got no "
                                 f"{name[:-2] if name.endswith(('_i', '_j')) else name!r} (got {sorted(kwargs)})")
         return inputs
 
@@ -381,12 +443,19 @@ class MessagePassing(torch.nn.Module):
         message = self.message
         self._message_parameters = _parameters(message)
         self._update_parameters = tuple(_parameters(self.update))[1:]
+        # what the hooks read by name (PyG's edge_index form infers node counts and values from it)
+        self._read_names = frozenset(self._message_parameters) | frozenset(self._update_parameters)
+        if _overrides(self, "aggregate"):   # (read here, eagerly, for a compiled call's _aggregate_arguments)
+            try:
+                _hook_parameters(self.aggregate)
+            except TypeError:
+                pass
         self._pure_message = reads_only_its_arguments(message)
         # structure key -> trace (or why tracing stopped), for a message that reads only its arguments
         self._pure_traces: dict[tuple, Traced | str] = {}
         # the default message, update and aggregate: propagate's copy_u path (_copy_propagate)
         self._copies_x = (_is_default(message, "message", self) and _is_default(self.update, "update", self)
-                          and not _overrides(self, "aggregate"))
+                          and not self._aggregates_messages())
         self._copy_plans: dict[Any, MessagePlan] = {}  # aggr (or structure key, op, aggr) -> the plan of a one-call path
         # structure key -> the source-node input a pure message returns unchanged, or "" (_returned_copy)
         self._returned_inputs: dict[tuple, str] = {}
@@ -412,7 +481,8 @@ class MessagePassing(torch.nn.Module):
             found = self._pure_traces[key] = _trace_message(self.message, inputs)
         return found
 
-    def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: tuple | None) -> Tensor | None:
+    def _traced_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: tuple | None,
+                          extra: dict | None = None) -> Tensor | None:
         """The fused path, or None (with the reason in the plan) when the message has to run
         eagerly. Then the random generators are as they were before the trace, so that the eager
         run draws what ``fuse=False`` draws (the trace or the traced program may have drawn).
@@ -421,14 +491,15 @@ class MessagePassing(torch.nn.Module):
         small GCNConv call on the 2-core machine; 34 us a call on the H200 machine's host, where it
         also copies CUDA's). ``key``: the cached trace's (:func:`_structure_key`), None where there is none."""
         if key is not None and _draws_nothing(self._pure_traces.get(key), inputs):
-            return self._fused_propagate(g, inputs, key)
+            return self._fused_propagate(g, inputs, key, extra)
         generators = random_state({value.device for _, _, value in inputs if isinstance(value, Tensor)})
-        out = self._fused_propagate(g, inputs, key)
+        out = self._fused_propagate(g, inputs, key, extra)
         if out is None:
             restore_random_state(generators)
         return out
 
-    def _fused_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: tuple | None) -> Tensor | None:
+    def _fused_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], key: tuple | None,
+                         extra: dict | None = None) -> Tensor | None:
         owner = f"{type(self).__name__}.message"
         traced = self._trace(inputs, key)
         if isinstance(traced, str):
@@ -436,7 +507,7 @@ class MessagePassing(torch.nn.Module):
             return None
         record = Record()
         interpreter = Interpreter(g, record)
-        custom_aggregate = _overrides(self, "aggregate")
+        custom_aggregate = self._aggregates_messages()
         try:
             root = interpreter.run(traced, {name: value for name, _, value in inputs})
             out = interpreter.edge_values(root, "aggregate") if custom_aggregate else interpreter.reduce(root, self.aggr)
@@ -448,39 +519,70 @@ class MessagePassing(torch.nn.Module):
             return None
         if custom_aggregate:
             record.reasons.append(f"{type(self).__name__} overrides aggregate(), which needs the messages")
-            out = self.aggregate(out, g)
+            out = self._run_aggregate(out, g, extra)
         self._last_plan = MessagePlan.from_record(owner, traced, record)
         return out
 
-    def _compiled_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor:
+    def _compiled_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], extra: dict | None = None) -> Tensor:
         """Under torch.compile no fx trace can be taken. A message that reads only its arguments
         runs fused from its cached trace (dynamo traces the interpreter); any other runs on the
         eager path, where dynamo traces ``message`` itself and guards what it reads. Writes no
         plan: that would be a side effect of the compiled code."""
-        key = _structure_key(inputs) if self._pure_message and not _overrides(self, "aggregate") else None
+        key = _structure_key(inputs) if self._pure_message and not self._aggregates_messages() else None
         traced = self._pure_traces.get(key) if key is not None else None
         if not isinstance(traced, Traced):
-            return self._eager_propagate(g, inputs)
+            return self._eager_propagate(g, inputs, extra)
         interpreter = Interpreter(g, Record())
         return interpreter.reduce(interpreter.run(traced, {name: value for name, _, value in inputs}), self.aggr)
 
-    def _eager_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]]) -> Tensor:
+    def _eager_propagate(self, g: Graph, inputs: list[tuple[str, str, Any]], extra: dict | None = None) -> Tensor:
         """The reference path: every input gathered per edge, ``message`` run as written."""
-        arguments = {}
-        for name, domain, value in inputs:
-            if domain == U:
-                value = value.index_select(0, g.src)
-            elif domain == V:
-                value = value.index_select(0, g.dst)
-            arguments[name] = value
-        messages = self.message(**arguments)
-        if not isinstance(messages, Tensor) or messages.dim() == 0 or messages.shape[0] != g.num_edges:
+        messages = self.message(**_per_edge(g, inputs))
+        # (an overridden aggregate has its own contract: PyG's tuple messages, say)
+        if not _overrides(self, "aggregate") and (not isinstance(messages, Tensor) or messages.dim() == 0
+                                                  or messages.shape[0] != g.num_edges):
             got = f"shape {list(messages.shape)}" if isinstance(messages, Tensor) else type(messages).__name__
             raise ValueError(f"{type(self).__name__}.message must return one row per edge "
                              f"({g.num_edges}), got {got}")
         if not self.fuse and not torch.compiler.is_compiling():
             self._last_plan = MessagePlan.eager(f"{type(self).__name__}.message", "fuse=False")
-        return self.aggregate(messages, g)
+        return self._run_aggregate(messages, g, extra)
+
+    def _run_aggregate(self, messages: Any, g: Graph, extra: dict | None) -> Any:
+        """``aggregate`` called as it is written: ``(messages, g)``, or PyG's parameters by name (``extra``)."""
+        return self.aggregate(messages, g) if extra is None else self.aggregate(messages, **extra)
+
+    def _aggregate_arguments(self, g: Graph, kwargs: dict) -> dict | None:
+        """The arguments of an ``aggregate`` override written as PyG writes it, by name
+        (``aggregate(self, inputs, index, ptr=None, dim_size=None)``: ``index``/``edge_index_i`` the
+        destination of each edge, ``edge_index_j`` its source, ``ptr`` None, ``dim_size``/``size_i``
+        and ``size_j`` the node counts, any other name an input of ``propagate``, ``*_i``/``*_j``
+        gathered per edge); None for unigraph's ``aggregate(inputs, g)`` and the default."""
+        if not _overrides(self, "aggregate"):
+            return None
+        try:
+            parameters = list(_hook_parameters(self.aggregate).items())[1:]
+        except TypeError:   # *args / **kwargs: called as unigraph calls it, (messages, g)
+            return None
+        if not parameters or parameters[0][0] == "g":
+            return None
+        arguments = {}
+        for name, default in parameters:
+            if name == "ptr":
+                arguments[name] = None
+            elif name in _SPECIAL_INPUTS:
+                arguments[name] = _special_input(g, name)[1]
+            elif name in kwargs:
+                arguments[name] = kwargs[name]
+            elif name[-2:] in ("_i", "_j") and name[:-2] in kwargs:
+                src, dst = split_pair(g, kwargs[name[:-2]], name[:-2])
+                arguments[name] = (src.index_select(0, g.src) if name.endswith("_j")
+                                   else (dst if dst is not None else src).index_select(0, g.dst))
+            elif default is not _REQUIRED:
+                arguments[name] = default
+            else:
+                raise TypeError(f"{type(self).__name__}.aggregate needs {name!r}, which propagate did not get")
+        return arguments
 
     def extra_repr(self) -> str:
         return f"aggr={self.aggr!r}"
@@ -663,6 +765,33 @@ def _source_only(g: Graph, x: Any, name: str) -> tuple[Tensor, None]:
         return split_pair(g, (x[0], None) if len(x) == 2 else x, name)
     check_rows(x, g._sizes()[0], name, "source nodes" if g.is_bipartite else "nodes")
     return x, None
+
+
+def _per_edge(g: Graph, inputs: list[tuple[str, str, Any]]) -> dict[str, Any]:
+    """The inputs by name, node inputs gathered per edge (source rows for ``_j``, destination rows for ``_i``)."""
+    arguments = {}
+    for name, domain, value in inputs:
+        if domain == U:
+            value = value.index_select(0, g.src)
+        elif domain == V:
+            value = value.index_select(0, g.dst)
+        arguments[name] = value
+    return arguments
+
+
+_HOOK_PARAMETERS: dict = {}   # (function, code, defaults) -> its parameters (functions live as long as classes)
+
+
+def _hook_parameters(hook) -> dict[str, Any]:
+    """:func:`_parameters` of a hook read per call (``aggregate``, ``edge_update``), kept per
+    function, code and defaults (``_read_hooks`` reads ``aggregate``'s eagerly: under
+    torch.compile this is then a dict lookup)."""
+    function = getattr(hook, "__func__", hook)
+    key = (function, getattr(function, "__code__", None), getattr(function, "__defaults__", None))
+    found = _HOOK_PARAMETERS.get(key)
+    if found is None:
+        found = _HOOK_PARAMETERS[key] = _parameters(function)
+    return found
 
 
 def _special_input(g: Graph, name: str) -> tuple[str, Any]:

@@ -13,7 +13,7 @@ from unigraph.message_passing.lazy import Interpreter, Pending, Record, Rows
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.tracing import E, U, V
 from unigraph.message_passing.pyg_arguments import oriented
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.knn import knn
 from unigraph.nn.checks import node_inputs, reset_module
 from unigraph.nn.projection import dense
@@ -46,7 +46,7 @@ class EdgeConv(MessagePassing):
         aggr (str, optional): ``"max"``, ``"mean"``, ``"sum"`` (``"add"``) or ``"min"``. (default: ``"max"``)
 
     Shapes:
-        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{in}), (|\mathcal{V}_t|, F_{in}))`
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """

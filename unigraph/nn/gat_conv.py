@@ -11,7 +11,7 @@ from torch.nn import Linear, Parameter
 from unigraph import ops
 from unigraph.graph import Graph
 from unigraph.group_reduce import group_reduce
-from unigraph.nn.call_forms import Call, resolve
+from unigraph.call_forms import Call, resolve
 from unigraph.nn.checks import (
     channels_pair, check_positive, check_probability, check_width, edge_input, glorot_, node_inputs)
 from unigraph.nn.lazy import LAZY, make_linear
@@ -67,7 +67,7 @@ def set_attention_settings(layer: torch.nn.Module, who: str, in_channels, out_ch
 
 def attention_inputs(layer: torch.nn.Module, who: str, x, edge_index, size, edge_attr: Tensor | None):
     """``(call, g, x_src, x_dst, edge_attr)`` of an attention layer's call in any accepted form
-    (:mod:`unigraph.nn.call_forms`), with a lazy layer sized and every input checked.
+    (:mod:`unigraph.call_forms`), with a lazy layer sized and every input checked.
 
     A sparse adjacency's values, as PyG reads them: ignored without ``edge_dim``; with it, the
     edge features (a ``SparseTensor``'s values, or a torch sparse tensor's values of more than one
@@ -198,7 +198,7 @@ class GATConv(torch.nn.Module):
 
     Call forms: ``conv(g, x)`` or PyG's ``conv(x, edge_index, edge_attr, size=...)``, with
     ``edge_index`` a tensor, a ``SparseTensor`` or a torch sparse ``adj_t`` (see
-    :mod:`unigraph.nn.call_forms`). ``return_attention_weights=True`` returns
+    :mod:`unigraph.call_forms`). ``return_attention_weights=True`` returns
     ``(out, (edge_index, alpha))`` for a graph object or an edge_index tensor, ``(out, adj)`` with
     ``alpha`` as the values for a ``SparseTensor``, ``(out, (adj, alpha))`` for a torch sparse
     adjacency; ``alpha`` (``[E', H]``, after attention dropout) is what weighted the sum, over

@@ -58,7 +58,7 @@ class GATv2Conv(torch.nn.Module):
 
     Call forms: ``conv(g, x)`` or PyG's ``conv(x, edge_index, edge_attr, size=...)``, with
     ``edge_index`` a tensor, a ``SparseTensor`` or a torch sparse ``adj_t`` (see
-    :mod:`unigraph.nn.call_forms`). ``return_attention_weights=True`` returns
+    :mod:`unigraph.call_forms`). ``return_attention_weights=True`` returns
     ``(out, (edge_index, alpha))`` for a graph object or an edge_index tensor, ``(out, adj)`` with
     ``alpha`` as the values for a ``SparseTensor``, ``(out, (adj, alpha))`` for a torch sparse
     adjacency; ``alpha`` (``[E', H]``, after attention dropout) is exactly what weighted the sum, over

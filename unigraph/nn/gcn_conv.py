@@ -11,7 +11,7 @@ from torch.nn import Linear, Parameter
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_graph, check_rows
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
 from unigraph.nn.lazy import LAZY, make_linear, materialize
 from unigraph.message_passing.pyg_arguments import oriented
@@ -62,7 +62,7 @@ class GCNConv(MessagePassing):
             ``node_dim``, ...), as PyG's. ``flow`` is read at call time.
 
     Shapes:
-        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`; a
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.call_forms`; a
           sparse adjacency's values are the edge weights), graph ``g`` with :math:`|\mathcal{V}|` nodes (or a block), node features
           :math:`(|\mathcal{V}|, F_{in})` (dense, or sparse CSR/COO), or :math:`(B, |\mathcal{V}|, F_{in})`
           for ``B`` feature sets over one graph (:mod:`unigraph.nn.static_graph`), edge weights

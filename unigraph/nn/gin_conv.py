@@ -9,7 +9,7 @@ from torch import Tensor
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.checks import edge_input, node_inputs, reset_module
 from unigraph.nn.projection import dense
 from unigraph.nn.static_graph import batch_major, is_static, node_major
@@ -38,7 +38,7 @@ class GINConv(MessagePassing):
         train_eps (bool, optional): learn :math:`\epsilon`. (default: ``False``)
 
     Shapes:
-        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{in}), (|\mathcal{V}_t|, F_{in}))` for a block
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """

@@ -9,7 +9,7 @@ from torch import Tensor
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, check_width, edge_input, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import dense, linear
@@ -43,7 +43,7 @@ class GraphConv(MessagePassing):
 
     Shapes:
         - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` with ``size`` (see
-          :mod:`unigraph.nn.call_forms`; a sparse adjacency's values are the edge weights); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+          :mod:`unigraph.call_forms`; a sparse adjacency's values are the edge weights); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`, or :math:`(B, |\mathcal{V}|, F_{in})`
           (a static graph, :mod:`unigraph.nn.static_graph`), edge weights
           :math:`(|\mathcal{E}|)` *(optional)*

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from unigraph.hetero.graph import HeteroGraph, Relation, check_relation
 from unigraph.message_passing.inputs import rows_prefix
-from unigraph.nn import call_forms
+from unigraph.nn import hetero_forms
 
 AGGREGATIONS = ("sum", "mean", "max", "min", "cat", None)
 
@@ -101,7 +101,7 @@ class HeteroConv(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
         """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict, *more_dicts)``: then each
         relation's layer is called in PyG's form, ``layer(x, edge_index_dict[relation], ...)``, so a
-        ``SparseTensor``'s values reach it as they would in PyG (see :mod:`unigraph.nn.call_forms`)."""
+        ``SparseTensor``'s values reach it as they would in PyG (see :mod:`unigraph.call_forms`)."""
         for name, value in kwargs.items():
             if not name.endswith("_dict") or not isinstance(value, Mapping):
                 raise TypeError(f"HeteroConv passes extra arguments by relation: give {name}_dict={{relation: "
@@ -110,7 +110,7 @@ class HeteroConv(torch.nn.Module):
             raise TypeError(f"HeteroConv takes (hg, x_dict) or (x_dict, edge_index_dict, ...); got {len(args)} "
                             "positional arguments")
         if isinstance(args[0], HeteroGraph) or len(args) == 2:
-            form = call_forms.hetero_form("HeteroConv", args[0], args[1])
+            form = hetero_forms.hetero_form("HeteroConv", args[0], args[1])
         else:
             form = "dicts"
         if form == "graph":

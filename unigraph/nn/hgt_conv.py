@@ -15,7 +15,7 @@ from unigraph.hetero.grouped import block_segment_matmul
 from unigraph.hetero.inputs import TypedInputs, relation_positions
 from unigraph.hetero.linear import TypedLinear
 from unigraph.hetero.relational import hetero_layout
-from unigraph.nn import call_forms
+from unigraph.nn import hetero_forms
 from unigraph.nn.checks import check_positive
 
 
@@ -104,10 +104,10 @@ class HGTConv(torch.nn.Module):
 
     def forward(self, hg: HeteroGraph | Any, x_dict: Any) -> dict[str, Tensor]:
         """``conv(hg, x_dict)``, or PyG's ``conv(x_dict, edge_index_dict)`` (converted to a
-        :class:`~unigraph.HeteroGraph` once per set of adjacencies: :mod:`unigraph.nn.call_forms`)."""
+        :class:`~unigraph.HeteroGraph` once per set of adjacencies: :mod:`unigraph.call_forms`)."""
         who = "HGTConv"
-        if call_forms.hetero_form(who, hg, x_dict) == "dicts":
-            hg, x_dict = call_forms.hetero_graph(who, hg, x_dict), hg
+        if hetero_forms.hetero_form(who, hg, x_dict) == "dicts":
+            hg, x_dict = hetero_forms.hetero_graph(who, hg, x_dict), hg
         unknown = [t for t in hg.node_types if t not in self.in_channels]
         if unknown:
             raise ValueError(f"{who} has no weights for node types {unknown}; its metadata has {self.node_types}")

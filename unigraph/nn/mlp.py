@@ -10,7 +10,8 @@ layer is the linear map alone. Parameters ``lins.<i>`` and ``norms.<i>`` as PyG 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from types import NoneType
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +44,10 @@ class MLP(torch.nn.Module):
     ``hidden_channels``, ``out_channels`` and ``num_layers``; ``dropout`` (one value, or one per
     layer), ``act``, ``act_first``, ``act_kwargs``, ``norm`` (default ``"batch_norm"``),
     ``norm_kwargs``, ``plain_last``, ``bias`` (one value or one per layer)."""
+
+    # constants to TorchScript (torch.jit.script(mlp), as PyG's MLP allows): it then compiles only
+    # the norm call and activation order that apply
+    __constants__ = ["supports_norm_batch", "act_first", "plain_last"]
 
     def __init__(self, channel_list: list[int] | int | None = None, *, in_channels: int | None = None,
                  hidden_channels: int | None = None, out_channels: int | None = None, num_layers: int | None = None,
@@ -101,16 +106,26 @@ class MLP(torch.nn.Module):
             reset_module(module)
 
     def forward(self, x: Tensor, batch: Tensor | None = None, batch_size: int | None = None,
-                return_emb: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
-        emb = None
+                return_emb: NoneType = None) -> Any:
+        """``return_emb`` True or False returns ``(out, embedding)`` (None for False), as PyG's; it is
+        annotated ``NoneType`` as PyG's is, so that TorchScript compiles the default (``out`` alone)."""
+        emb: Optional[Tensor] = None   # (typed for TorchScript)
         for i, (lin, norm) in enumerate(zip(self.lins, self.norms)):
-            x = norm_and_activate(lin(x), norm, self.act, self.act_first, self.supports_norm_batch, batch, batch_size)
+            # (norm_and_activate written out: TorchScript, which PyG's MLP supports, types an attribute here)
+            x = lin(x)
+            if self.act is not None and self.act_first:
+                x = self.act(x)
+            x = norm(x, batch, batch_size) if self.supports_norm_batch else norm(x)
+            if self.act is not None and not self.act_first:
+                x = self.act(x)
             x = F.dropout(x, p=self.dropout[i], training=self.training)
-            emb = x
+            if return_emb is True:
+                emb = x
         if self.plain_last:
             x = self.lins[-1](x)
             x = F.dropout(x, p=self.dropout[-1], training=self.training)
-        return (x, emb) if isinstance(return_emb, bool) and return_emb else x
+        # PyG's contract: a bool return_emb (True or False) returns the pair, the embedding None for False
+        return (x, emb) if isinstance(return_emb, bool) else x
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.channel_list)[1:-1]})"

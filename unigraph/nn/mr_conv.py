@@ -9,7 +9,7 @@ from torch.nn import Linear
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.checks import check_positive, node_inputs, reset_module
 from unigraph.nn.projection import dense
 
@@ -40,7 +40,7 @@ class MRConv(MessagePassing):
         bias (bool, optional): bias of the default ``Linear``. (default: ``True``)
 
     Shapes:
-        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.nn.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+        - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` (:mod:`unigraph.call_forms`), node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_s|, F_{in}), (|\mathcal{V}_t|, F_{in}))`
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """

@@ -76,17 +76,22 @@ class BatchNorm(torch.nn.Module):
     """
 
     def __init__(self, in_channels: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, allow_single_element: bool = False):
+                 track_running_stats: bool = True, allow_single_element: bool = False,
+                 device: torch.device | str | None = None):
         super().__init__()
         if allow_single_element and not track_running_stats:
-            raise ValueError("BatchNorm(allow_single_element=True) needs track_running_stats=True: a single row is "
-                             "normalized with the running statistics")
+            raise ValueError("BatchNorm(allow_single_element=True) requires 'track_running_stats' to be True: a "
+                             "single row is normalized with the running statistics")
         self.in_channels = in_channels
         self.allow_single_element = allow_single_element
-        self.module = torch.nn.BatchNorm1d(in_channels, eps, momentum, affine, track_running_stats)
+        self.module = torch.nn.BatchNorm1d(in_channels, eps, momentum, affine, track_running_stats, device=device)
 
     def reset_parameters(self) -> None:
         self.module.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        """The running mean and variance back to 0 and 1 (torch's and PyG's method)."""
+        self.module.reset_running_stats()
 
     def forward(self, x: Tensor) -> Tensor:
         if self.allow_single_element and x.shape[0] <= 1:
@@ -110,14 +115,15 @@ class LayerNorm(torch.nn.Module):
         mode (str, optional): ``"graph"`` or ``"node"``. (default: ``"graph"``)
     """
 
-    def __init__(self, in_channels: int, eps: float = 1e-5, affine: bool = True, mode: str = "graph"):
+    def __init__(self, in_channels: int, eps: float = 1e-5, affine: bool = True, mode: str = "graph",
+                 device: torch.device | str | None = None):
         super().__init__()
         if mode not in ("graph", "node"):
             raise ValueError(f"LayerNorm mode must be 'graph' or 'node', got {mode!r}")
         self.in_channels, self.eps, self.affine, self.mode = in_channels, eps, affine, mode
         if affine:
-            self.weight = torch.nn.Parameter(torch.empty(in_channels))
-            self.bias = torch.nn.Parameter(torch.empty(in_channels))
+            self.weight = torch.nn.Parameter(torch.empty(in_channels, device=device))
+            self.bias = torch.nn.Parameter(torch.empty(in_channels, device=device))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -160,12 +166,12 @@ class GraphNorm(torch.nn.Module):
         eps (float, optional): added for numerical stability. (default: ``1e-5``)
     """
 
-    def __init__(self, in_channels: int, eps: float = 1e-5):
+    def __init__(self, in_channels: int, eps: float = 1e-5, device: torch.device | str | None = None):
         super().__init__()
         self.in_channels, self.eps = in_channels, eps
-        self.weight = torch.nn.Parameter(torch.empty(in_channels))
-        self.bias = torch.nn.Parameter(torch.empty(in_channels))
-        self.mean_scale = torch.nn.Parameter(torch.empty(in_channels))
+        self.weight = torch.nn.Parameter(torch.empty(in_channels, device=device))
+        self.bias = torch.nn.Parameter(torch.empty(in_channels, device=device))
+        self.mean_scale = torch.nn.Parameter(torch.empty(in_channels, device=device))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -201,8 +207,8 @@ class InstanceNorm(torch.nn.modules.instancenorm._InstanceNorm):
     """
 
     def __init__(self, in_channels: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
-                 track_running_stats: bool = False):
-        super().__init__(in_channels, eps, momentum, affine, track_running_stats)
+                 track_running_stats: bool = False, device: torch.device | str | None = None):
+        super().__init__(in_channels, eps, momentum, affine, track_running_stats, device=device)
 
     def _check_input_dim(self, x: Tensor) -> None:  # torch's hook; rows are nodes here
         if x.dim() != 2:

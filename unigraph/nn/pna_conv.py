@@ -11,7 +11,7 @@ from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.aggr.scaler import DegreeScalerAggregation
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.checks import check_positive, check_width, edge_input, node_inputs, reset_module
 from unigraph.nn.resolver import activation_resolver
 from unigraph.nn.static_graph import is_static, static_copies

@@ -15,7 +15,7 @@ from unigraph.hetero.inputs import TypedInputs, relation_positions
 from unigraph.hetero.relational import RelationLayout, hetero_layout, typed_layout
 from unigraph.message_passing.base import normalize_aggr
 from unigraph.message_passing.inputs import check_graph, split_pair
-from unigraph.nn import call_forms
+from unigraph import call_forms
 from unigraph.nn.static_graph import refuse_static
 from unigraph.nn.checks import channels_pair, check_positive, check_width, glorot_
 
@@ -68,7 +68,7 @@ class RGCNConv(torch.nn.Module):
           ``[E]``; returns ``[N_dst, F_out]``.
         - PyG's ``(x, edge_index, edge_type)`` with ``edge_index`` ``[2, E]``, or ``(x, adj_t)`` with
           the relation ids as the values of a ``SparseTensor`` or torch sparse ``adj_t[dst, src]``
-          (:mod:`unigraph.nn.call_forms`).
+          (:mod:`unigraph.call_forms`).
         - Featureless, as PyG: ``x`` ``None`` stands for the node ids ``0..in_channels - 1``; ``x``
           (or each side of a pair) an integer tensor of node ids reads row ``x_j`` of each weight
           (the product with a one-hot input): :math:`\bigoplus_j \mathbf{\Theta}_r[x_j]` and

@@ -13,7 +13,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph import ops
 from unigraph.finite import all_finite
 from unigraph.message_passing.pyg_arguments import oriented
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 from unigraph.nn.checks import channels_pair, check_positive, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.pooled_linear import transposed_product_over_rows
@@ -93,7 +93,7 @@ class SAGEConv(MessagePassing):
 
     Shapes:
         - **input:** ``(g, x)`` or PyG's ``(x, edge_index)`` with ``size``
-          (:mod:`unigraph.nn.call_forms`); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
+          (:mod:`unigraph.call_forms`); node features :math:`(|\mathcal{V}|, F_{in})` or a pair
           :math:`((|\mathcal{V}_{src}|, F_{s}), (|\mathcal{V}_{dst}|, F_{t}))` for a block
         - **output:** node features :math:`(|\mathcal{V}_{dst}|, F_{out})`
     """

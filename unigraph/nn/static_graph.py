@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from unigraph.graph import Graph
-from unigraph.nn.call_forms import resolve
+from unigraph.call_forms import resolve
 
 
 def is_static(x) -> bool:

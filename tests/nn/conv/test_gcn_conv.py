@@ -114,7 +114,7 @@ def test_a_new_edge_index_past_the_kept_bound_takes_the_new_graphs_path_and_equa
     CSR, and the output and every gradient equal the same layer's with the rule off (CSR kernels)."""
     pytest.importorskip("numba")
     from unigraph.backends import small_graph
-    from unigraph.nn import call_forms
+    from unigraph import call_forms
     from unigraph.self_loops import with_self_loops
     gen = torch.Generator().manual_seed(5)
     edge_index = torch.randint(0, 60, (2, 400), generator=gen)

@@ -9,6 +9,10 @@ from unigraph.nn.aggr.multi import MultiAggregation
 from unigraph.nn.aggr.resolver import aggregation_resolver
 from unigraph.nn.aggr.scaler import DegreeScalerAggregation
 from unigraph.nn.aggr.sequence import LSTMAggregation, MLPAggregation
+from unigraph.message_passing.pyg_arguments import register_aggregation_resolver
+
+# MessagePassing(aggr=<module, list or another name>) resolves through it, as PyG's does
+register_aggregation_resolver(aggregation_resolver)
 
 __all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation", "VarAggregation",
            "StdAggregation", "SoftmaxAggregation", "PowerMeanAggregation", "MultiAggregation", "LSTMAggregation",

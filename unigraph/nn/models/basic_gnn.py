@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from unigraph.graph import Graph
-from unigraph.nn.call_forms import is_graph_object
+from unigraph.call_forms import is_graph_object
 from unigraph.nn.checks import check_positive, reset_module
 from unigraph.nn.edge_conv import EdgeConv
 from unigraph.nn.gat_conv import GATConv

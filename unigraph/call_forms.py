@@ -37,7 +37,7 @@ import collections
 import dataclasses
 import functools
 import weakref
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -165,6 +165,11 @@ def _is_adjacency(obj: Any) -> bool:
         return True
     return isinstance(obj, Tensor) and (obj.layout in _SPARSE_LAYOUTS or (obj.dim() == 2 and obj.shape[0] == 2
                                                                           and not obj.is_floating_point()))
+
+
+def is_sparse_adjacency(obj: Any) -> bool:
+    """Whether ``obj`` is a ``SparseTensor`` or a torch sparse (COO/CSR/CSC) tensor."""
+    return _is_sparse_tensor(obj) or (isinstance(obj, Tensor) and obj.layout in _SPARSE_LAYOUTS)
 
 
 def _describe(obj: Any) -> str:
@@ -357,6 +362,20 @@ def _from_adjacency(who: str, x: Any, adj: Any, size: Any, values: str = "edge_w
     return _edge_index_graph(who, adj, counts, bipartite), None, "edge_index"
 
 
+def propagate_structure(who: str, adj: Any, counts: tuple[int, int]) -> tuple[Graph, Tensor | None]:
+    """``(graph, values)`` for ``MessagePassing.propagate``'s first argument in PyG's forms, through
+    the cache above: an ``edge_index`` (a ``[2, E]`` integer tensor or ``EdgeIndex``) with
+    ``counts`` = (nodes its row 0 indexes, nodes its row 1 indexes), bipartite where they differ;
+    or a ``SparseTensor`` / torch sparse ``adj_t`` (its shape gives the counts), whose values come
+    back one per stored entry in storage order, the graph's edge order (PyG hands them to
+    ``message`` as they are stored, nothing merged). ``values`` is None for an ``edge_index``."""
+    if is_sparse_adjacency(adj):
+        graph, values, _ = _from_adjacency(who, None, adj, None, "edge_attr")
+        return graph, values
+    adj, _ = _edge_index_size(who, adj, None)   # an EdgeIndex as its plain tensor
+    return _edge_index_graph(who, adj, counts, counts[0] != counts[1]), None
+
+
 def _edge_index_graph(who: str, edge_index: Tensor, counts: tuple[int, int], bipartite: bool) -> Graph:
     return _cached(edge_index, _stamp(edge_index), ("edge_index", counts, bipartite),
                    lambda: _new_graph(who, edge_index, counts, bipartite), (edge_index,), _entries_at_build)
@@ -501,78 +520,3 @@ def resolve_typed(who: str, first: Any, second: Any, edge_type: Any) -> tuple[Gr
                              "the ids as the adjacency's values, or edge_index as a [2, E] tensor with edge_type")
         edge_type = call.edge_weight
     return call.graph, call.x, edge_type
-
-
-# ---------------------------------------------------------------------- heterogeneous forms
-HETERO_FORMS = ("conv(hg, x_dict) with hg a unigraph.HeteroGraph; conv(x_dict, edge_index_dict) with x_dict "
-                "{node_type: tensor} and edge_index_dict {(src_type, name, dst_type): [2, E] integer tensor, "
-                "torch_sparse.SparseTensor or torch sparse adj_t[dst, src]}")
-
-
-def hetero_form(who: str, first: Any, second: Any) -> str:
-    """``"graph"`` for ``conv(hg, x_dict)``, ``"dicts"`` for PyG's ``conv(x_dict, edge_index_dict)``
-    (keys and adjacencies checked, every relation's node types present in ``x_dict``); anything
-    else is refused naming the accepted forms."""
-    from unigraph.hetero.graph import HeteroGraph, check_relation
-    if isinstance(first, HeteroGraph):
-        return "graph"
-    if not (isinstance(first, Mapping) and isinstance(second, Mapping)):
-        swapped = ": the graph and the features look swapped" if isinstance(second, HeteroGraph) else ""
-        raise TypeError(f"{who} cannot read its arguments ({_describe(first)}, {_describe(second)}){swapped}; "
-                        f"accepted forms: {HETERO_FORMS}")
-    if any(isinstance(key, tuple) for key in first) or any(isinstance(key, str) for key in second):
-        raise TypeError(f"{who}: x_dict and edge_index_dict look swapped (x_dict is keyed by node type, "
-                        f"edge_index_dict by (src_type, name, dst_type)); accepted forms: {HETERO_FORMS}")
-    for ntype, x in first.items():
-        if not isinstance(x, Tensor) or x.dim() == 0:
-            raise TypeError(f"{who}: x_dict[{ntype!r}] must be a tensor with one row per node, got {_describe(x)}")
-    for key, adj in second.items():
-        relation = check_relation(key)
-        if not _is_adjacency(adj):
-            raise TypeError(f"{who}: edge_index_dict[{relation}] must be a [2, E] integer tensor, a SparseTensor or "
-                            f"a torch sparse adj_t, got {_describe(adj)}{_hint(None, adj)}")
-        missing = [t for t in (relation[0], relation[2]) if t not in first]
-        if missing:
-            raise ValueError(f"{who}: x_dict has no features for {missing}, node types of {relation}; every node "
-                             "type of a relation needs its features (their rows are its node count)")
-        if _is_sparse_tensor(adj) or adj.layout in _SPARSE_LAYOUTS:
-            shape = tuple(adj.sizes())[:2] if _is_sparse_tensor(adj) else tuple(adj.shape)
-            rows = (first[relation[2]].shape[0], first[relation[0]].shape[0])
-            if shape != rows:
-                raise ValueError(f"{who}: edge_index_dict[{relation}] has shape {list(shape)} but x_dict has "
-                                 f"{list(rows)} rows for it (adj_t is [num_dst_nodes, num_src_nodes])")
-    return "dicts"
-
-
-def hetero_graph(who: str, x_dict: Mapping[str, Tensor], edge_index_dict: Mapping[Any, Any]):
-    """The :class:`~unigraph.HeteroGraph` of PyG's ``(x_dict, edge_index_dict)``: node counts the
-    rows of ``x_dict``, each relation's edges from its adjacency (a sparse one's entries in storage
-    order, its values ignored). Cached on every adjacency's identity and in-place version."""
-    from unigraph.hetero.graph import HeteroGraph, check_relation
-    adjs = tuple(edge_index_dict.values())
-    relations = tuple(check_relation(key) for key in edge_index_dict)
-    counts = tuple((t, x.shape[0]) for t, x in x_dict.items())
-    indexes = tuple(_index_tensors(adj) for adj in adjs)
-    stamps = tuple(_stamp(*index) for index in indexes)
-    stamp = None if None in stamps else stamps
-
-    def build():
-        edges = {relation: _edge_index_of(adj) for relation, adj in zip(relations, adjs)}
-        try:
-            return HeteroGraph(edges, num_nodes=dict(counts))
-        except (TypeError, ValueError) as err:  # the HeteroGraph names the problem; say who was called
-            raise type(err)(f"{who}: {err}") from None
-    return _cached_all(adjs, stamp, ("hetero", relations, counts), build, sum(indexes, ()))
-
-
-def _edge_index_of(adj: Any) -> Tensor:
-    """``[2, E]`` (sources, destinations) of an adjacency; sparse ones are ``adj_t[dst, src]``, read
-    in storage order (duplicates kept, values ignored)."""
-    if _is_sparse_tensor(adj):
-        return torch.stack([adj.storage.col(), adj.storage.row()])
-    if adj.layout in _SPARSE_LAYOUTS:
-        if adj.dim() != 2:
-            raise ValueError(f"a sparse adjacency must be a 2-D matrix adj_t[dst, src], got shape {list(adj.shape)}")
-        dst, src, _ = sparse_entries(adj)
-        return torch.stack([src, dst])
-    return adj
