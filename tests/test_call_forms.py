@@ -252,3 +252,18 @@ def test_size_is_checked(name):
         conv(x, adj, size=(N, N + 1))
     with pytest.raises(ValueError, match="x has 12 rows but the graph has 14 nodes"):
         conv(x[:12], edge_index, size=(N, N))
+
+
+def test_edge_features_from_a_coo_adjacency_get_their_gradient():
+    # (a COO matrix's _values() carry no gradient: GATConv's edge features from one got none, silently)
+    torch.manual_seed(0)
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]])
+    attr = torch.rand(5, 1, dtype=torch.float64)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    conv = unigraph.nn.GATConv(3, 2, edge_dim=1).double()
+    wanted = attr.clone().requires_grad_()
+    conv(x, edge_index, wanted).sum().backward()
+    order = (edge_index[1] * 4 + edge_index[0]).argsort()   # a coalesced adj_t stores entries in (dst, src) order
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), attr, (4, 4, 1)).coalesce().requires_grad_()
+    conv(x, adj_t).sum().backward()
+    torch.testing.assert_close(adj_t.grad.coalesce().values(), wanted.grad[order])
