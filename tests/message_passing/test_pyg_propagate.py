@@ -207,6 +207,10 @@ def test_edge_updater(flow):
     src, dst = edge_index if flow == "source_to_target" else edge_index.flip(0)
     torch.testing.assert_close(e, x[src] - x[dst])
     torch.testing.assert_close(out, torch.zeros_like(x).index_add(0, dst, x[src] - x[dst]))
+    layer = EdgeDifference(flow=flow)
+    layer.register_edge_update_forward_pre_hook(lambda module, inputs: (inputs[0], inputs[1], {"x": 2 * inputs[2]["x"]}))
+    layer.register_edge_update_forward_hook(lambda module, inputs, out: out + 1)
+    torch.testing.assert_close(layer(x, edge_index)[0], 2 * (x[src] - x[dst]) + 1)
     with pytest.raises(NotImplementedError, match="does not override edge_update"):
         Weighted().edge_updater(edge_index, x=x, edge_weight=None)
 
@@ -239,3 +243,73 @@ def test_the_edge_index_form_compiles_without_graph_breaks():
         torch.testing.assert_close(compiled(x, edge_index), layer(x, edge_index))
         other = edge_index[:, :11].clone()
         torch.testing.assert_close(compiled(x, other), layer(x, other))
+
+
+def test_pygs_hooks_see_and_may_change_every_stage():
+    edge_index, x = _edges(8)
+    layer = Weighted(aggr="mean")
+    w = torch.rand(20, dtype=torch.float64)
+    plain = layer(x, edge_index, w)
+    seen = []
+
+    def pre(stage):
+        def hook(module, inputs):
+            assert module is layer
+            seen.append(stage)
+        return hook
+
+    def post(stage):
+        def hook(module, inputs, out):
+            seen.append(stage + " done")
+        return hook
+
+    handles = [layer.register_propagate_forward_pre_hook(pre("propagate")),
+               layer.register_propagate_forward_hook(post("propagate")),
+               layer.register_message_forward_pre_hook(pre("message")),
+               layer.register_message_forward_hook(post("message")),
+               layer.register_aggregate_forward_pre_hook(pre("aggregate")),
+               layer.register_aggregate_forward_hook(post("aggregate"))]
+    torch.testing.assert_close(layer(x, edge_index, w), plain)   # hooks that change nothing: the same result
+    assert seen == ["propagate", "message", "message done", "aggregate", "aggregate done", "propagate done"]
+    for handle in handles:
+        handle.remove()
+    assert not layer._message_forward_hooks and not layer._propagate_forward_pre_hooks
+
+    def doubled_messages(module, inputs, out):
+        assert set(inputs[0]) == {"x_j", "edge_weight"} and inputs[0]["x_j"].shape == (20, 3)
+        return out * 2
+
+    handle = layer.register_message_forward_hook(doubled_messages)
+    torch.testing.assert_close(layer(x, edge_index, w), 2 * plain)
+    handle.remove()
+
+    def cast_index(module, inputs):   # PyG users' int32 workaround: the aggregation reads the hook's index
+        kwargs = inputs[-1]
+        assert kwargs["index"].dtype == torch.int64 and kwargs["dim_size"] == 7
+        return ({**kwargs, "index": kwargs["index"].flip(0)},)
+
+    layer.register_aggregate_forward_pre_hook(cast_index)
+    messages = w.view(-1, 1) * x[edge_index[0]]
+    flipped = torch.zeros(7, 3, dtype=torch.float64).index_add(0, edge_index[1].flip(0), messages)
+    counts = torch.bincount(edge_index[1], minlength=7).clamp(min=1).view(-1, 1)
+    torch.testing.assert_close(layer(x, edge_index, w), flipped / counts)
+
+
+def test_a_layers_message_and_aggregate_runs_on_a_sparse_adjacency_as_in_pyg():
+    calls = []
+
+    class Fused(Weighted):
+        def message_and_aggregate(self, adj_t, x):
+            calls.append(type(adj_t).__name__)
+            return torch.sparse.mm(adj_t, x) * 3   # (differs on purpose: PyG calls it, so must we)
+
+    edge_index = torch.tensor([[0, 1, 2, 3], [0, 0, 1, 1]])
+    x = torch.randn(4, 3, dtype=torch.float64)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(4, dtype=torch.float64), (4, 4)).coalesce()
+    layer = Fused()
+    plain = layer(x, edge_index)
+    torch.testing.assert_close(layer(x, adj_t), 3 * plain)
+    assert calls == ["Tensor"]
+    layer.fuse = False   # PyG's switch: message and aggregate again
+    torch.testing.assert_close(layer(x, adj_t), plain)
+    assert calls == ["Tensor"]

@@ -68,6 +68,8 @@ import torch
 from torch import Tensor
 
 from unigraph import ops
+from unigraph.call_forms import is_sparse_adjacency
+from unigraph.group_reduce import group_reduce
 from unigraph.ops import native_lane
 from unigraph.backends import selector, small_graph
 from unigraph.graph import Graph
@@ -76,6 +78,7 @@ from unigraph.message_passing.lazy import Interpreter, Record, Unfusable
 from unigraph.message_passing.plan import MessagePlan
 from unigraph.message_passing.purity import reads_only_its_arguments
 from unigraph.message_passing.pyg_adjacency import graph_and_inputs, is_adjacency
+from unigraph.message_passing.pyg_hooks import PyGHooks
 from unigraph.message_passing.rectified import rectified_input
 from unigraph.message_passing.pyg_arguments import (
     aggregation_module, check_node_dim, check_propagate_size, oriented, pyg_settings)
@@ -104,7 +107,7 @@ def normalize_aggr(aggr: Any) -> str:
     return AGGR_ALIASES[aggr]
 
 
-class MessagePassing(torch.nn.Module):
+class MessagePassing(PyGHooks, torch.nn.Module):
     r"""Base class for message-passing layers (see the module docstring for the equation and the
     fused path).
 
@@ -141,6 +144,7 @@ class MessagePassing(torch.nn.Module):
             self.aggr_module = aggregation_module(aggr, aggr_kwargs, type(self).__name__)
             self.aggr = [str(a) for a in aggr] if isinstance(aggr, (list, tuple)) else str(aggr)   # (PyG's)
         self.fuse = bool(fuse)
+        self._init_pyg_hooks()
         self.node_dim = node_dim
         self.flow = flow
         self._last_plan: MessagePlan | None = None
@@ -167,6 +171,7 @@ class MessagePassing(torch.nn.Module):
         super().__setstate__(state)
         if "aggr_module" not in self.__dict__ and "aggr_module" not in self._modules:
             self.aggr_module = None   # (saved before aggregation modules were taken)
+        self._ensure_pyg_hooks()
         self._last_plan = None
         self._prepare_hooks()
 
@@ -188,21 +193,44 @@ class MessagePassing(torch.nn.Module):
         """:math:`\\gamma`: the new destination features (default: the aggregation)."""
         return aggr_out
 
+    def message_and_aggregate(self, adj_t: Any) -> Tensor:
+        """PyG's fused hook: where a layer overrides it, ``propagate`` on a sparse adjacency with
+        ``fuse`` calls it instead of ``message`` and ``aggregate``, as PyG does (:meth:`_fused_by_layer`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement message_and_aggregate")
+
     # ------------------------------------------------------------------ propagate
     def propagate(self, g: Graph | Any = None, **kwargs: Any) -> Tensor:
         """Run message, aggregate and update on graph ``g``; ``kwargs`` supply message inputs
         (``x`` for ``x_j``/``x_i``, edge tensors by name) and update inputs. ``g`` may also be
         what PyG's ``propagate`` takes, an ``edge_index`` (``[2, E]`` or ``EdgeIndex``; also by
         the keyword ``edge_index=``), a ``SparseTensor`` or a torch sparse ``adj_t``, with PyG's
-        ``size`` (:mod:`~unigraph.message_passing.pyg_adjacency`)."""
+        ``size`` (:mod:`~unigraph.message_passing.pyg_adjacency`). PyG's hooks run around it
+        (:mod:`~unigraph.message_passing.pyg_hooks`)."""
+        if g is None and "edge_index" in kwargs:   # PyG's propagate(edge_index=..., x=...)
+            g = kwargs.pop("edge_index")
+        if not (self._propagate_forward_pre_hooks or self._propagate_forward_hooks):
+            return self._propagate_graph(g, kwargs)
+        g, size, kwargs = self._pre_call("propagate", (g, kwargs.pop("size", None), kwargs))
+        out = self._propagate_graph(g, kwargs if size is None else {**kwargs, "size": size})
+        return self._post_call("propagate", (g, size, kwargs), out)
+
+    def _propagate_graph(self, g: Graph | Any, kwargs: dict) -> Any:
         who = type(self).__name__
         if not torch.compiler.is_compiling() and not _same(self._hooks_identity(), self._hooks_read):
             self._read_hooks()
+        adjacency = None
         if not isinstance(g, Graph):   # PyG's adjacency forms, or an error naming what g is
+            adjacency = g
             g, kwargs = self._graph_and_inputs(g, kwargs, self._read_names, "propagate")
         if not self.resolves_flow:
             g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
+        if (adjacency is not None and self.fuse and is_sparse_adjacency(adjacency)
+                and _overrides(self, "message_and_aggregate")):
+            return self.update(self._fused_by_layer(adjacency, kwargs), **self._update_inputs(g, kwargs))
+        if self._needs_hooked_messages():
+            out = self._hooked_messages(g, self._message_inputs(g, kwargs), self._aggregate_arguments(g, kwargs))
+            return self.update(out, **self._update_inputs(g, kwargs))
         # per call: aggregate may be replaced after the hooks were read
         if self.propagates_default_hooks() and self.fuse and kwargs.keys() <= _COPY_KWARGS \
                 and not torch.compiler.is_compiling():
@@ -254,6 +282,46 @@ class MessagePassing(torch.nn.Module):
         check_graph(g, f"{who}.{hook}")
         return g, kwargs
 
+    def _fused_by_layer(self, adjacency: Any, kwargs: dict) -> Any:
+        """PyG's fused call: the layer's own ``message_and_aggregate(adj_t, ...)`` (its inputs by
+        name from ``propagate``'s, a sparse adjacency's values filled in as for ``message``),
+        between its hooks."""
+        arguments = {}
+        for name, default in list(_hook_parameters(self.message_and_aggregate).items())[1:]:
+            if name in kwargs:
+                arguments[name] = kwargs[name]
+            elif default is not _REQUIRED:
+                arguments[name] = default
+            else:
+                raise TypeError(f"{type(self).__name__}.message_and_aggregate needs {name!r}, which propagate did "
+                                "not get")
+        adjacency, arguments = self._pre_call("message_and_aggregate", (adjacency, arguments))
+        out = self.message_and_aggregate(adjacency, **arguments)
+        self._last_plan = MessagePlan.eager(f"{type(self).__name__}.message", _BY_LAYER)
+        return self._post_call("message_and_aggregate", (adjacency, arguments), out)
+
+    def _hooked_messages(self, g: Graph, inputs: list[tuple[str, str, Any]], extra: dict | None) -> Any:
+        """The messages as written, then the aggregation, each between its PyG hooks (a hook sees
+        and may replace the per-edge inputs, the messages, the aggregation's arguments: the
+        default aggregation reads its index and sizes from them)."""
+        owner = f"{type(self).__name__}.message"
+        arguments = self._pre_call_kwargs("message", _per_edge(g, inputs))
+        messages = self._post_call("message", (arguments,), self.message(**arguments))
+        custom = _overrides(self, "aggregate")
+        if extra is None:
+            extra = {"g": g} if custom else {"index": g.dst, "ptr": None, "dim_size": g.num_dst_nodes}
+        extra = self._pre_call_kwargs("aggregate", extra)
+        out = self.aggregate(messages, **extra) if custom else self._aggregate_by_index(messages, **extra)
+        self._last_plan = MessagePlan.eager(owner, _HOOKED)
+        return self._post_call("aggregate", (extra,), out)
+
+    def _aggregate_by_index(self, inputs: Tensor, index: Tensor, ptr: Tensor | None = None,
+                            dim_size: int | None = None) -> Tensor:
+        """The default aggregation from PyG's arguments (what a hook may have changed)."""
+        if self.aggr_module is not None:
+            return self.aggr_module(inputs, index, ptr=ptr, dim_size=dim_size, dim=0)
+        return group_reduce(inputs, index, dim_size, self.aggr)
+
     def edge_update(self) -> Tensor:
         """PyG's per-edge hook, run by :meth:`edge_updater`; a layer that calls it overrides it
         (as in PyG, there is no default)."""
@@ -265,14 +333,17 @@ class MessagePassing(torch.nn.Module):
         ``Graph`` or PyG's adjacency forms (``size`` as in :meth:`propagate`). Runs as written
         (no fused path: the result is per edge)."""
         who = type(self).__name__
+        edge_index, size, kwargs = self._pre_call("edge_update", (edge_index, size, kwargs))
+        hooked = (edge_index, size, kwargs)
         parameters = _hook_parameters(self.edge_update)
         if size is not None:
-            kwargs["size"] = size
+            kwargs = {**kwargs, "size": size}
         g, kwargs = self._graph_and_inputs(edge_index, kwargs, frozenset(parameters), "edge_updater")
         if not self.resolves_flow:
             g = oriented(g, self.flow, who)
         check_propagate_size(g, kwargs, who, "size" in parameters)
-        return self.edge_update(**_per_edge(g, self._message_inputs(g, kwargs, parameters, "edge_update")))
+        out = self.edge_update(**_per_edge(g, self._message_inputs(g, kwargs, parameters, "edge_update")))
+        return self._post_call("edge_update", hooked, out)
 
     def _aggregates_messages(self) -> bool:
         """Whether the aggregation needs the messages: ``aggregate`` overridden, or an aggregation
@@ -445,6 +516,8 @@ class MessagePassing(torch.nn.Module):
         self._update_parameters = tuple(_parameters(self.update))[1:]
         # what the hooks read by name (PyG's edge_index form infers node counts and values from it)
         self._read_names = frozenset(self._message_parameters) | frozenset(self._update_parameters)
+        if _overrides(self, "message_and_aggregate"):
+            self._read_names |= frozenset(list(_hook_parameters(self.message_and_aggregate))[1:])
         if _overrides(self, "aggregate"):   # (read here, eagerly, for a compiled call's _aggregate_arguments)
             try:
                 _hook_parameters(self.aggregate)
@@ -588,6 +661,8 @@ class MessagePassing(torch.nn.Module):
         return f"aggr={self.aggr!r}"
 
 
+_HOOKED = "a message or aggregate hook is registered (PyG's hooks): the messages run as written"
+_BY_LAYER = "the layer's own message_and_aggregate on a sparse adjacency (PyG's fused call)"
 _RECTIFIED = ("relu(u + e) summed per destination in one COO pass (numba, the small-graph rule: "
               "backends/small_graph.py): no per-edge message tensor, no CSR")
 _SMALL_EAGER = ("a small graph under auto (the small-graph rule's bound, backends/small_graph.py), and a message "

@@ -14,6 +14,7 @@ GROUPS, F = 6, 3
 INDEX = torch.tensor([0, 0, 0, 1, 3, 3, 4, 4, 4, 4])  # groups 2 and 5 empty; sorted (for the sequences)
 
 CASES = [("SumAggregation", {}), ("MeanAggregation", {}), ("MaxAggregation", {}), ("MinAggregation", {}),
+         ("MulAggregation", {}),
          ("VarAggregation", {}), ("StdAggregation", {}), ("SoftmaxAggregation", dict(t=0.5)),
          ("SoftmaxAggregation", dict(learn=True, channels=F)), ("PowerMeanAggregation", dict(p=2.0)),
          ("PowerMeanAggregation", dict(learn=True)), ("LSTMAggregation", dict(in_channels=F, out_channels=4)),

@@ -3,8 +3,8 @@ for layers that take an aggregation (``SAGEConv(aggr=...)``, ``PNAConv``) and fo
 see :mod:`unigraph.nn.aggr.base`."""
 from unigraph.nn.aggr.base import Aggregation
 from unigraph.nn.aggr.basic import (
-    MaxAggregation, MeanAggregation, MinAggregation, PowerMeanAggregation, SoftmaxAggregation, StdAggregation,
-    SumAggregation, VarAggregation)
+    MaxAggregation, MeanAggregation, MinAggregation, MulAggregation, PowerMeanAggregation, SoftmaxAggregation,
+    StdAggregation, SumAggregation, VarAggregation)
 from unigraph.nn.aggr.multi import MultiAggregation
 from unigraph.nn.aggr.resolver import aggregation_resolver
 from unigraph.nn.aggr.scaler import DegreeScalerAggregation
@@ -14,6 +14,7 @@ from unigraph.message_passing.pyg_arguments import register_aggregation_resolver
 # MessagePassing(aggr=<module, list or another name>) resolves through it, as PyG's does
 register_aggregation_resolver(aggregation_resolver)
 
-__all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation", "VarAggregation",
+__all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation", "MulAggregation",
+           "VarAggregation",
            "StdAggregation", "SoftmaxAggregation", "PowerMeanAggregation", "MultiAggregation", "LSTMAggregation",
            "MLPAggregation", "DegreeScalerAggregation", "aggregation_resolver"]

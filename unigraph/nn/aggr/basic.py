@@ -9,7 +9,8 @@ arguments):
 
     \mathrm{softmax}_t = \sum_{\mathbf{x}} \frac{e^{t \mathbf{x}}}{\sum_{\mathbf{x}'} e^{t \mathbf{x}'}}
     \odot \mathbf{x}, \quad
-    \mathrm{powermean}_p = \mathrm{mean}(\mathbf{x}^p)^{1/p}
+    \mathrm{powermean}_p = \mathrm{mean}(\mathbf{x}^p)^{1/p}, \quad
+    \mathrm{mul} = \prod_{\mathbf{x} \in \mathcal{X}} \mathbf{x}\ (1 \text{ for an empty group, as PyG's})
 
 (max and min elementwise; powermean clamps its input and the mean to ``[clamp_min, clamp_max]``).
 """
@@ -35,6 +36,18 @@ class _Reduction(Aggregation):
 
 class SumAggregation(_Reduction):
     reduction = "sum"
+
+
+class MulAggregation(Aggregation):
+    """The product of each group's rows (PyG's ``"mul"``): torch's ``scatter_reduce`` ``"prod"``
+    onto ones, so an empty group is 1 (PyG's result); its gradient is torch's (zeros included)."""
+
+    def forward(self, x, index, ptr=None, dim_size=None, dim=-2):
+        shape = list(x.shape)
+        shape[dim] = dim_size
+        view = [1] * x.dim()
+        view[dim] = -1
+        return x.new_ones(shape).scatter_reduce(dim, index.view(view).expand_as(x), x, "prod", include_self=True)
 
 
 class MeanAggregation(_Reduction):

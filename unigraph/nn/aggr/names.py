@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from unigraph.nn.aggr.basic import (
-    MaxAggregation, MeanAggregation, MinAggregation, PowerMeanAggregation, SoftmaxAggregation, StdAggregation,
-    SumAggregation, VarAggregation)
+    MaxAggregation, MeanAggregation, MinAggregation, MulAggregation, PowerMeanAggregation, SoftmaxAggregation,
+    StdAggregation, SumAggregation, VarAggregation)
 from unigraph.nn.aggr.sequence import LSTMAggregation, MLPAggregation
 from unigraph.nn.resolver import resolve
 
-NAMED = (SumAggregation, MeanAggregation, MaxAggregation, MinAggregation, VarAggregation, StdAggregation,
-         SoftmaxAggregation, PowerMeanAggregation, LSTMAggregation, MLPAggregation)
+NAMED = (SumAggregation, MeanAggregation, MaxAggregation, MinAggregation, MulAggregation, VarAggregation,
+         StdAggregation, SoftmaxAggregation, PowerMeanAggregation, LSTMAggregation, MLPAggregation)
 
 
 def aggregation_by_name(query: Any, *args: Any, **kwargs: Any) -> Any:
