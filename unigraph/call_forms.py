@@ -369,6 +369,8 @@ def propagate_structure(who: str, adj: Any, counts: tuple[int, int]) -> tuple[Gr
     or a ``SparseTensor`` / torch sparse ``adj_t`` (its shape gives the counts), whose values come
     back one per stored entry in storage order, the graph's edge order (PyG hands them to
     ``message`` as they are stored, nothing merged). ``values`` is None for an ``edge_index``."""
+    if type(adj) is Tensor and adj.layout == torch.strided:   # (the common case, first: every call reads it)
+        return _edge_index_graph(who, adj, counts, counts[0] != counts[1]), None
     if is_sparse_adjacency(adj):
         graph, values, _ = _from_adjacency(who, None, adj, None, "edge_attr")
         return graph, values

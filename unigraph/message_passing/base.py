@@ -145,6 +145,7 @@ class MessagePassing(PyGHooks, torch.nn.Module):
             self.aggr = [str(a) for a in aggr] if isinstance(aggr, (list, tuple)) else str(aggr)   # (PyG's)
         self.fuse = bool(fuse)
         self._init_pyg_hooks()
+        self.decomposed_layers = decomposed_layers   # (PyG's attribute; the results do not depend on it)
         self.node_dim = node_dim
         self.flow = flow
         self._last_plan: MessagePlan | None = None

@@ -1,0 +1,234 @@
+"""A PyG user's own layers (``MessagePassing`` subclasses, as PyG's "Creating Message Passing
+Networks" guide writes them), with only the import of ``MessagePassing`` changed: PyG's base
+class beside unigraph's, in one process, interleaved.
+
+The question it answers: a PyG user who wrote their own layer and swaps
+``torch_geometric.nn.MessagePassing`` for ``unigraph.MessagePassing``, keeping everything else
+(``self.propagate(edge_index, x=..., ...)``, PyG's ``add_self_loops`` and ``degree`` helpers), is
+the training step faster or slower? Each layer class is written once here, in a function that
+takes the base class, so both libraries run the same code:
+
+- ``gcn``: the guide's GCN layer: self-loops added each call, a linear map, symmetric degree
+  normalization, ``message = norm * x_j`` summed, a bias;
+- ``edge``: the guide's EdgeConv: ``message = MLP([x_i, x_j - x_i])``, max;
+- ``mean``: the default message ``x_j`` averaged, then a linear map (GraphSAGE's mean without root).
+
+A model: two such layers, ReLU and dropout 0.5 between them and on the input, Adam; a step is
+``zero_grad``, forward, cross entropy, backward, ``step``. Workloads: Cora full batch (the
+Planetoid raw files, ``--root``; skipped without them) and PyG's ``DataLoader`` batches of small
+motif graphs (``benchmarks.small_batches``; a new ``edge_index`` every step, node labels drawn
+once). Reported per workload, layer and thread count: median (min - max) of the timed steps,
+PyG's median / unigraph's.
+
+    python benchmarks/custom_layers.py --out benchmarks/results
+    python benchmarks/custom_layers.py --quick
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+import types
+from datetime import datetime
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from benchmarks.environment import (add_out_argument, finish_arguments, load_average, machine,  # noqa: E402
+                                    set_threads, thread_counts, versions, write_report)
+from benchmarks.peers import load_pyg  # noqa: E402
+
+NAME = "custom_layers_cpu"
+LAYERS = ("gcn", "edge", "mean")
+DEFAULT_ROOT = REPO_ROOT.parent / "shared" / "datasets" / "planetoid" / "raw"
+
+
+def layer_classes(base, utils) -> dict:
+    """The user's layers, written against ``base`` (a ``MessagePassing`` class) and PyG's ``utils``."""
+
+    class TutorialGCN(base):
+        def __init__(self, width_in: int, width_out: int):
+            super().__init__(aggr="add")
+            self.lin = torch.nn.Linear(width_in, width_out, bias=False)
+            self.bias = torch.nn.Parameter(torch.zeros(width_out))
+
+        def forward(self, x, edge_index):
+            edge_index, _ = utils.add_self_loops(edge_index, num_nodes=x.size(0))
+            h = self.lin(x)
+            source, target = edge_index
+            inverse_root = utils.degree(target, h.size(0), dtype=h.dtype).pow(-0.5)
+            inverse_root[inverse_root == float("inf")] = 0
+            return self.propagate(edge_index, x=h, norm=inverse_root[source] * inverse_root[target]) + self.bias
+
+        def message(self, x_j, norm):
+            return norm.view(-1, 1) * x_j
+
+    class TutorialEdgeConv(base):
+        def __init__(self, width_in: int, width_out: int):
+            super().__init__(aggr="max")
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(2 * width_in, width_out), torch.nn.ReLU(),
+                                           torch.nn.Linear(width_out, width_out))
+
+        def forward(self, x, edge_index):
+            return self.propagate(edge_index, x=x)
+
+        def message(self, x_i, x_j):
+            return self.mlp(torch.cat([x_i, x_j - x_i], dim=1))
+
+    class MeanThenLinear(base):
+        def __init__(self, width_in: int, width_out: int):
+            super().__init__(aggr="mean")
+            self.lin = torch.nn.Linear(width_in, width_out)
+
+        def forward(self, x, edge_index):
+            return self.lin(self.propagate(edge_index, x=x))
+
+    return {"gcn": TutorialGCN, "edge": TutorialEdgeConv, "mean": MeanThenLinear}
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self, layer, width_in: int, hidden: int, classes: int):
+        super().__init__()
+        self.first, self.second = layer(width_in, hidden), layer(hidden, classes)
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, 0.5, self.training)
+        x = F.dropout(F.relu(self.first(x, edge_index)), 0.5, self.training)
+        return self.second(x, edge_index)
+
+
+def workloads(pyg, args) -> dict:
+    """name -> (list of (x, edge_index, y), classes, what it is)."""
+    found = {}
+    root = pathlib.Path(args.root)
+    if not args.quick and (root / "ind.cora.x").exists():
+        from unigraph.data import Planetoid
+        cora = Planetoid(root, "cora")
+        found["cora"] = ([(cora.x, cora.graph.edge_index, cora.y)], int(cora.num_classes),
+                         f"Cora, {cora.num_nodes} nodes, {cora.graph.num_edges} edges, full batch")
+    from benchmarks.small_batches import batches
+    data = batches(pyg, types.SimpleNamespace(graphs=args.graphs, seed=args.seed, width=args.width,
+                                              batch_size=args.batch_size, batches=args.batches, quick=args.quick))
+    gen = torch.Generator().manual_seed(args.seed)
+    steps = [(d.x, d.edge_index, torch.randint(0, 4, (int(d.num_nodes),), generator=gen)) for d in data]
+    nodes = [int(d.num_nodes) for d in data]
+    found["small graphs"] = (steps, 4, f"PyG DataLoader batches of {args.batch_size} motif graphs "
+                                       f"({min(nodes)}-{max(nodes)} nodes), a new edge_index each step")
+    return found
+
+
+def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils) -> dict:
+    contestants = {}
+    for library, base in bases.items():
+        torch.manual_seed(args.seed)
+        model = TwoLayers(layer_classes(base, utils)[layer], steps[0][0].shape[1], args.hidden, classes)
+        contestants[library] = (model, torch.optim.Adam(model.parameters(), lr=0.01))
+    times = {library: [] for library in contestants}
+    for round_ in range(args.warmup + args.steps):
+        order = list(contestants) if round_ % 2 else list(contestants)[::-1]
+        for library in order:
+            x, edge_index, y = steps[round_ % len(steps)]
+            x, edge_index = x.clone(), edge_index.clone()   # new tensors, as a loader hands them over
+            model, optimizer = contestants[library]
+            start = time.perf_counter()
+            optimizer.zero_grad()
+            F.cross_entropy(model(x, edge_index), y).backward()
+            optimizer.step()
+            times[library].append(1e3 * (time.perf_counter() - start))
+    row = {"layer": layer}
+    for library, ms in times.items():
+        timed = ms[args.warmup:]
+        row[library] = {"ms_median": statistics.median(timed), "ms_min": min(timed), "ms_max": max(timed)}
+    row["speedup"] = row["pyg"]["ms_median"] / row["unigraph"]["ms_median"]
+    return row
+
+
+def run(args) -> dict:
+    pyg = load_pyg()
+    if pyg is None:
+        raise SystemExit("custom_layers compares with PyG's MessagePassing: install torch_geometric")
+    import torch_geometric.utils as utils
+    import unigraph
+    bases = {"unigraph": unigraph.MessagePassing, "pyg": pyg.nn.MessagePassing}
+    found = workloads(pyg, args)
+    sections = []
+    saved = torch.get_num_threads()
+    try:
+        for threads in args.threads:
+            set_threads(threads, None)
+            for workload, (steps, classes, what) in found.items():
+                before = load_average()
+                rows = []
+                for layer in args.layers:
+                    rows.append(time_layer(layer, steps, classes, args, bases, utils))
+                    print(f"{threads} thread(s) {workload:12s} {layer:5s} unigraph {rows[-1]['unigraph']['ms_median']:8.3f} ms"
+                          f"  pyg {rows[-1]['pyg']['ms_median']:8.3f} ms  {rows[-1]['speedup']:.2f}x", flush=True)
+                sections.append({"threads": threads, "workload": workload, "what": what, "pools": thread_counts(),
+                                 "load_average": [before, load_average()], "rows": rows})
+    finally:
+        torch.set_num_threads(saved)
+    return {"machine": machine(torch.device("cpu")), "versions": versions(),
+            "date": datetime.now().isoformat(" ", "seconds"),
+            "command": "python benchmarks/custom_layers.py " + " ".join(sys.argv[1:]),
+            "hidden": args.hidden, "steps": args.steps, "warmup": args.warmup, "sections": sections}
+
+
+def write_markdown(result: dict, path: pathlib.Path) -> None:
+    m = result["machine"]
+    lines = ["# A PyG user's own layers: PyG's MessagePassing beside unigraph's", "",
+             f"Generated by `{result['command']}` on {result['date']}.", "",
+             f"Machine: {m['cpu']}, {m['cpu_count']} cores, {m['memory_gb']} GiB. Versions: "
+             + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v) + ".", "",
+             "Each layer class is written once (`benchmarks/custom_layers.py`: the GCN and EdgeConv layers of PyG's "
+             "guide to writing message passing layers, and a mean aggregation then a linear map) against the "
+             "`MessagePassing` base class it is given, PyG's or unigraph's, and calls "
+             "`self.propagate(edge_index, ...)` with PyG's `add_self_loops`/`degree` as a PyG user does. A step: "
+             f"two layers ({result['hidden']} hidden), ReLU and dropout, cross entropy, backward, Adam. The libraries' "
+             f"steps interleaved, alternating order; {result['steps']} timed steps after {result['warmup']} warm-up. "
+             "Speedup = PyG's median / unigraph's (> 1: unigraph faster).", ""]
+    for section in result["sections"]:
+        lines += [f"## {section['workload']}, {section['threads']} thread(s)", "", f"{section['what']}. Load average "
+                  f"{section['load_average'][0]} -> {section['load_average'][1]}.", "",
+                  "| layer | unigraph ms | PyG ms | speedup |", "|---|---|---|---|"]
+        for row in section["rows"]:
+            ours, theirs = row["unigraph"], row["pyg"]
+            lines.append(f"| `{row['layer']}` | {ours['ms_median']:.3f} ({ours['ms_min']:.3f} - {ours['ms_max']:.3f}) | "
+                         f"{theirs['ms_median']:.3f} ({theirs['ms_min']:.3f} - {theirs['ms_max']:.3f}) | "
+                         f"{row['speedup']:.2f}x |")
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads(), 1],
+                        help="thread counts, one section each (default: torch's default, then 1)")
+    parser.add_argument("--layers", nargs="+", default=list(LAYERS), choices=LAYERS)
+    parser.add_argument("--root", default=str(DEFAULT_ROOT), help="folder of the Planetoid raw files (Cora)")
+    parser.add_argument("--graphs", type=int, default=1000, help="motif graphs generated (default 1000)")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batches", type=int, default=7, help="batches cycled through (default 7)")
+    parser.add_argument("--width", type=int, default=32, help="feature width of the small graphs")
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per library, layer and workload")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small graphs only, few steps")
+    add_out_argument(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.graphs, args.batch_size, args.batches, args.steps, args.warmup = 40, 8, 2, 3, 1
+    finish_arguments(parser, args, ("graphs", "batch_size", "batches", "width", "hidden", "steps", "warmup"))
+    result = run(args)
+    write_report(result, args.out, NAME, write_markdown)
+    return result
+
+
+if __name__ == "__main__":
+    main()
