@@ -298,7 +298,8 @@ class MessagePassing(PyGHooks, torch.nn.Module):
                                 "not get")
         adjacency, arguments = self._pre_call("message_and_aggregate", (adjacency, arguments))
         out = self.message_and_aggregate(adjacency, **arguments)
-        self._last_plan = MessagePlan.eager(f"{type(self).__name__}.message", _BY_LAYER)
+        if not torch.compiler.is_compiling():   # (a plan written in compiled code would be a side effect)
+            self._last_plan = MessagePlan.eager(f"{type(self).__name__}.message", _BY_LAYER)
         return self._post_call("message_and_aggregate", (adjacency, arguments), out)
 
     def _hooked_messages(self, g: Graph, inputs: list[tuple[str, str, Any]], extra: dict | None) -> Any:
@@ -313,7 +314,8 @@ class MessagePassing(PyGHooks, torch.nn.Module):
             extra = {"g": g} if custom else {"index": g.dst, "ptr": None, "dim_size": g.num_dst_nodes}
         extra = self._pre_call_kwargs("aggregate", extra)
         out = self.aggregate(messages, **extra) if custom else self._aggregate_by_index(messages, **extra)
-        self._last_plan = MessagePlan.eager(owner, _HOOKED)
+        if not torch.compiler.is_compiling():
+            self._last_plan = MessagePlan.eager(owner, _HOOKED)
         return self._post_call("aggregate", (extra,), out)
 
     def _aggregate_by_index(self, inputs: Tensor, index: Tensor, ptr: Tensor | None = None,
@@ -592,7 +594,9 @@ class MessagePassing(PyGHooks, torch.nn.Module):
             self._last_plan = MessagePlan.eager(owner, f"running the traced message failed: {type(err).__name__}: {err}")
             return None
         if custom_aggregate:
-            record.reasons.append(f"{type(self).__name__} overrides aggregate(), which needs the messages")
+            how = "overrides aggregate()" if _overrides(self, "aggregate") else \
+                f"aggregates with {type(self.aggr_module).__name__}"
+            record.reasons.append(f"{type(self).__name__} {how}, which needs the messages")
             out = self._run_aggregate(out, g, extra)
         self._last_plan = MessagePlan.from_record(owner, traced, record)
         return out
