@@ -1,6 +1,7 @@
-"""A PyG user's own layers (``MessagePassing`` subclasses, as PyG's "Creating Message Passing
-Networks" guide writes them), with only the import of ``MessagePassing`` changed: PyG's base
-class beside unigraph's, in one process, interleaved.
+"""PyG's and DGL's users' own layers, with only an import changed: a ``MessagePassing``
+subclass as PyG's "Creating Message Passing Networks" guide writes it, on PyG's base class and on
+unigraph's; a module calling ``g.update_all`` as DGL's "Make your own module" tutorial writes it,
+on DGL and on ``unigraph.dgl``. In one process, interleaved.
 
 The question it answers: a PyG user who wrote their own layer and swaps
 ``torch_geometric.nn.MessagePassing`` for ``unigraph.MessagePassing``, keeping everything else
@@ -11,7 +12,14 @@ takes the base class, so both libraries run the same code:
 - ``gcn``: the guide's GCN layer: self-loops added each call, a linear map, symmetric degree
   normalization, ``message = norm * x_j`` summed, a bias;
 - ``edge``: the guide's EdgeConv: ``message = MLP([x_i, x_j - x_i])``, max;
-- ``mean``: the default message ``x_j`` averaged, then a linear map (GraphSAGE's mean without root).
+- ``mean``: the default message ``x_j`` averaged, then a linear map (GraphSAGE's mean without root);
+- ``dgl_sage``: the tutorial's SAGEConv, ``update_all(copy_u, mean)``, a linear map of ``[h, h_N]``;
+- ``dgl_weighted``: its weighted variant, ``update_all(u_mul_e, mean)`` with one weight per edge;
+- ``dgl_udf``: a message written as a Python function (``edges.src['h'] * edges.data['w']``),
+  summed, after a linear map.
+
+DGL's modules take ``(g, x)``: on Cora the graph is built once (as the tutorials do), on the small
+graphs a new one per step from the batch's edges, before the clock (as a loader hands it over).
 
 A model: two such layers, ReLU and dropout 0.5 between them and on the input, Adam; a step is
 ``zero_grad``, forward, cross entropy, backward, ``step``. Workloads: Cora full batch (the
@@ -45,7 +53,8 @@ from benchmarks.environment import (add_out_argument, finish_arguments, load_ave
 from benchmarks.peers import load_pyg  # noqa: E402
 
 NAME = "custom_layers_cpu"
-LAYERS = ("gcn", "edge", "mean")
+LAYERS = ("gcn", "edge", "mean")                    # PyG's MessagePassing against unigraph's
+DGL_LAYERS = ("dgl_sage", "dgl_weighted", "dgl_udf")   # DGL against unigraph.dgl
 DEFAULT_ROOT = REPO_ROOT.parent / "shared" / "datasets" / "planetoid" / "raw"
 
 
@@ -92,6 +101,53 @@ def layer_classes(base, utils) -> dict:
     return {"gcn": TutorialGCN, "edge": TutorialEdgeConv, "mean": MeanThenLinear}
 
 
+def dgl_layer_classes(dgl) -> dict:
+    """The DGL user's modules, written against ``dgl`` (DGL or ``unigraph.dgl``)."""
+    fn = dgl.function
+
+    class TutorialSAGE(torch.nn.Module):
+        def __init__(self, width_in: int, width_out: int):
+            super().__init__()
+            self.linear = torch.nn.Linear(2 * width_in, width_out)
+
+        def forward(self, g, h):
+            with g.local_scope():
+                g.ndata["h"] = h
+                g.update_all(fn.copy_u("h", "m"), fn.mean("m", "h_N"))
+                return self.linear(torch.cat([h, g.ndata["h_N"]], dim=1))
+
+    class TutorialWeightedSAGE(TutorialSAGE):
+        def forward(self, g, h):
+            with g.local_scope():
+                g.ndata["h"] = h
+                g.update_all(fn.u_mul_e("h", "w", "m"), fn.mean("m", "h_N"))
+                return self.linear(torch.cat([h, g.ndata["h_N"]], dim=1))
+
+    class WeightedSumUDF(torch.nn.Module):
+        def __init__(self, width_in: int, width_out: int):
+            super().__init__()
+            self.linear = torch.nn.Linear(width_in, width_out)
+
+        def forward(self, g, h):
+            with g.local_scope():
+                g.ndata["h"] = self.linear(h)
+                g.update_all(lambda edges: {"m": edges.src["h"] * edges.data["w"]}, fn.sum("m", "h_N"))
+                return g.ndata["h_N"]
+
+    return {"dgl_sage": TutorialSAGE, "dgl_weighted": TutorialWeightedSAGE, "dgl_udf": WeightedSumUDF}
+
+
+class GraphFirst(torch.nn.Module):
+    """A layer called ``(x, edge_index)`` as DGL's modules are, ``(g, x)``: the model code is shared."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, g):
+        return self.layer(g, x)
+
+
 class TwoLayers(torch.nn.Module):
     def __init__(self, layer, width_in: int, hidden: int, classes: int):
         super().__init__()
@@ -123,18 +179,31 @@ def workloads(pyg, args) -> dict:
     return found
 
 
-def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils) -> dict:
+def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils, kept: bool = False) -> dict:
+    """``bases``: library -> a PyG ``MessagePassing`` class, or the ``dgl`` module for DGL's layers;
+    ``kept``: the graph is built once (DGL's full-batch tutorials), not per step."""
     contestants = {}
     for library, base in bases.items():
         torch.manual_seed(args.seed)
-        model = TwoLayers(layer_classes(base, utils)[layer], steps[0][0].shape[1], args.hidden, classes)
+        if layer in DGL_LAYERS:
+            cls = dgl_layer_classes(base)[layer]
+            model = TwoLayers(lambda i, o, c=cls: GraphFirst(c(i, o)), steps[0][0].shape[1], args.hidden, classes)
+        else:
+            model = TwoLayers(layer_classes(base, utils)[layer], steps[0][0].shape[1], args.hidden, classes)
         contestants[library] = (model, torch.optim.Adam(model.parameters(), lr=0.01))
+    graphs = {library: {} for library in bases}
     times = {library: [] for library in contestants}
     for round_ in range(args.warmup + args.steps):
         order = list(contestants) if round_ % 2 else list(contestants)[::-1]
         for library in order:
             x, edge_index, y = steps[round_ % len(steps)]
             x, edge_index = x.clone(), edge_index.clone()   # new tensors, as a loader hands them over
+            if layer in DGL_LAYERS:   # DGL's form: a graph (per step, or once), its edge weights on it
+                edge_index = graphs[library].get(id(steps[0])) if kept else None
+                if edge_index is None:
+                    edge_index = dgl_graph(bases[library], steps[round_ % len(steps)], args.seed)
+                    if kept:
+                        graphs[library][id(steps[0])] = edge_index
             model, optimizer = contestants[library]
             start = time.perf_counter()
             optimizer.zero_grad()
@@ -145,8 +214,17 @@ def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils) 
     for library, ms in times.items():
         timed = ms[args.warmup:]
         row[library] = {"ms_median": statistics.median(timed), "ms_min": min(timed), "ms_max": max(timed)}
-    row["speedup"] = row["pyg"]["ms_median"] / row["unigraph"]["ms_median"]
+    peer = next(library for library in times if library != "unigraph")
+    row["speedup"] = row[peer]["ms_median"] / row["unigraph"]["ms_median"]
     return row
+
+
+def dgl_graph(dgl, step: tuple, seed: int):
+    """The step's graph in ``dgl``'s form, with one positive weight per edge as ``edata['w']``."""
+    x, edge_index, _ = step
+    g = dgl.graph((edge_index[0].clone(), edge_index[1].clone()), num_nodes=x.shape[0])
+    g.edata["w"] = torch.rand(edge_index.shape[1], 1, generator=torch.Generator().manual_seed(seed)) + 0.5
+    return g
 
 
 def run(args) -> dict:
@@ -155,7 +233,13 @@ def run(args) -> dict:
         raise SystemExit("custom_layers compares with PyG's MessagePassing: install torch_geometric")
     import torch_geometric.utils as utils
     import unigraph
-    bases = {"unigraph": unigraph.MessagePassing, "pyg": pyg.nn.MessagePassing}
+    import unigraph.dgl
+    from benchmarks.peers import load_dgl
+    families = {"pyg": ({"unigraph": unigraph.MessagePassing, "pyg": pyg.nn.MessagePassing},
+                        [layer for layer in args.layers if layer in LAYERS])}
+    dgl = load_dgl()
+    if dgl is not None:
+        families["dgl"] = ({"unigraph": unigraph.dgl, "dgl": dgl}, [layer for layer in args.layers if layer in DGL_LAYERS])
     found = workloads(pyg, args)
     sections = []
     saved = torch.get_num_threads()
@@ -165,10 +249,13 @@ def run(args) -> dict:
             for workload, (steps, classes, what) in found.items():
                 before = load_average()
                 rows = []
-                for layer in args.layers:
-                    rows.append(time_layer(layer, steps, classes, args, bases, utils))
-                    print(f"{threads} thread(s) {workload:12s} {layer:5s} unigraph {rows[-1]['unigraph']['ms_median']:8.3f} ms"
-                          f"  pyg {rows[-1]['pyg']['ms_median']:8.3f} ms  {rows[-1]['speedup']:.2f}x", flush=True)
+                for peer, (bases, chosen) in families.items():
+                    for layer in chosen:
+                        rows.append(time_layer(layer, steps, classes, args, bases, utils, kept=workload == "cora"))
+                        rows[-1]["peer"] = peer
+                        print(f"{threads} thread(s) {workload:12s} {layer:12s} unigraph "
+                              f"{rows[-1]['unigraph']['ms_median']:8.3f} ms  {peer} {rows[-1][peer]['ms_median']:8.3f} ms"
+                              f"  {rows[-1]['speedup']:.2f}x", flush=True)
                 sections.append({"threads": threads, "workload": workload, "what": what, "pools": thread_counts(),
                                  "load_average": [before, load_average()], "rows": rows})
     finally:
@@ -181,24 +268,28 @@ def run(args) -> dict:
 
 def write_markdown(result: dict, path: pathlib.Path) -> None:
     m = result["machine"]
-    lines = ["# A PyG user's own layers: PyG's MessagePassing beside unigraph's", "",
+    lines = ["# PyG's and DGL's users' own layers: the peer beside unigraph, only an import changed", "",
              f"Generated by `{result['command']}` on {result['date']}.", "",
              f"Machine: {m['cpu']}, {m['cpu_count']} cores, {m['memory_gb']} GiB. Versions: "
              + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v) + ".", "",
              "Each layer class is written once (`benchmarks/custom_layers.py`: the GCN and EdgeConv layers of PyG's "
              "guide to writing message passing layers, and a mean aggregation then a linear map) against the "
              "`MessagePassing` base class it is given, PyG's or unigraph's, and calls "
-             "`self.propagate(edge_index, ...)` with PyG's `add_self_loops`/`degree` as a PyG user does. A step: "
+             "`self.propagate(edge_index, ...)` with PyG's `add_self_loops`/`degree` as a PyG user does; each DGL "
+             "module (`dgl_*`: the SAGEConv of DGL's tutorial on writing modules, its weighted variant, a message "
+             "written as a Python function) against `dgl` or `unigraph.dgl`, calling `g.update_all` (the graph built "
+             "once on Cora, per step on the small graphs, before the clock). A step: "
              f"two layers ({result['hidden']} hidden), ReLU and dropout, cross entropy, backward, Adam. The libraries' "
              f"steps interleaved, alternating order; {result['steps']} timed steps after {result['warmup']} warm-up. "
-             "Speedup = PyG's median / unigraph's (> 1: unigraph faster).", ""]
+             "Speedup = the peer's median / unigraph's (> 1: unigraph faster).", ""]
     for section in result["sections"]:
         lines += [f"## {section['workload']}, {section['threads']} thread(s)", "", f"{section['what']}. Load average "
                   f"{section['load_average'][0]} -> {section['load_average'][1]}.", "",
-                  "| layer | unigraph ms | PyG ms | speedup |", "|---|---|---|---|"]
+                  "| layer | peer | unigraph ms | peer ms | speedup |", "|---|---|---|---|---|"]
         for row in section["rows"]:
-            ours, theirs = row["unigraph"], row["pyg"]
-            lines.append(f"| `{row['layer']}` | {ours['ms_median']:.3f} ({ours['ms_min']:.3f} - {ours['ms_max']:.3f}) | "
+            ours, theirs = row["unigraph"], row[row["peer"]]
+            lines.append(f"| `{row['layer']}` | {row['peer']} | {ours['ms_median']:.3f} ({ours['ms_min']:.3f} - "
+                         f"{ours['ms_max']:.3f}) | "
                          f"{theirs['ms_median']:.3f} ({theirs['ms_min']:.3f} - {theirs['ms_max']:.3f}) | "
                          f"{row['speedup']:.2f}x |")
         lines.append("")
@@ -209,7 +300,8 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads(), 1],
                         help="thread counts, one section each (default: torch's default, then 1)")
-    parser.add_argument("--layers", nargs="+", default=list(LAYERS), choices=LAYERS)
+    parser.add_argument("--layers", nargs="+", default=list(LAYERS + DGL_LAYERS), choices=LAYERS + DGL_LAYERS,
+                        help="the dgl_* layers run where DGL loads (benchmarks.peers.load_dgl)")
     parser.add_argument("--root", default=str(DEFAULT_ROOT), help="folder of the Planetoid raw files (Cora)")
     parser.add_argument("--graphs", type=int, default=1000, help="motif graphs generated (default 1000)")
     parser.add_argument("--batch-size", type=int, default=128)
