@@ -26,6 +26,13 @@ def layers(base) -> dict:
         def message(self, x_j, w):
             return w.view(-1, 1) * x_j
 
+    class EdgeWeighted(base):   # PyG's name: a sparse adj_t's values fill it
+        def forward(self, x, edge_index, size, edge_weight):
+            return self.propagate(edge_index, x=x, edge_weight=edge_weight, size=size)
+
+        def message(self, x_j, edge_weight):
+            return edge_weight.view(-1, 1) * x_j
+
     class Relative(base):
         def forward(self, x, edge_index, size):
             return self.propagate(edge_index, x=x, size=size)
@@ -63,11 +70,11 @@ def layers(base) -> dict:
 
     plain = ["sum", "mean", "max", "min"]
     modules = ["softmax", "std", "mul", ("mean", "max")]   # each library's own aggregation modules
-    return {"weighted": (Weighted, plain), "relative": (Relative, plain + modules), "by_size": (BySize, plain),
+    return {"weighted": (Weighted, plain), "edge_weighted": (EdgeWeighted, plain), "relative": (Relative, plain + modules), "by_size": (BySize, plain),
             "residual": (Residual, ["sum", "mean"]), "own_sum": (OwnSum, [None])}
 
 
-INPUTS = {"weighted": ("w",), "relative": (), "by_size": ("edge_attr",), "residual": (), "own_sum": ()}
+INPUTS = {"weighted": ("w",), "edge_weighted": ("w",), "relative": (), "by_size": ("edge_attr",), "residual": (), "own_sum": ()}
 
 
 @st.composite
@@ -116,3 +123,31 @@ def test_unigraph_base_class_computes_what_pygs_does(call):
             assert (reference is None or not reference.any()) and (mine is None or not mine.any())
         else:
             torch.testing.assert_close(mine, reference)
+
+
+@given(call=calls(), layout=st.sampled_from(["coo", "csr", "sparse_tensor"]))
+def test_a_sparse_adj_t_gives_what_pygs_propagate_gives(call, layout):
+    # PyG reads a sparse adj_t's structure and hands its values to edge_weight in storage order
+    call = {**call, "flow": "source_to_target"}   # (PyG refuses target_to_source with a sparse adjacency)
+    edge_index, n_src = call["edge_index"].long(), call["x_src"].shape[0]
+    n_dst = call["x_dst"].shape[0] if call["bipartite"] else n_src
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), call["w"], (n_dst, n_src)).coalesce()
+    if layout == "csr":
+        adj_t = adj_t.to_sparse_csr()
+    elif layout == "sparse_tensor":
+        torch_sparse = pytest.importorskip("torch_sparse")
+        adj_t = torch_sparse.SparseTensor.from_torch_sparse_coo_tensor(adj_t)
+    results = []
+    for base in (pyg.nn.MessagePassing, unigraph.MessagePassing):
+        cls, aggrs = layers(base)["edge_weighted"]
+        layer = cls(aggr=aggrs[call["pick"] % len(aggrs)])
+        x_src = call["x_src"].clone().requires_grad_()
+        x = (x_src, call["x_dst"]) if call["bipartite"] else x_src
+        out = layer(x, adj_t, None, None)   # edge_weight None: PyG fills it with the stored values
+        results.append((out, torch.autograd.grad(out.sum(), x_src, allow_unused=True)[0]))
+    (theirs, their_grad), (ours, our_grad) = results
+    torch.testing.assert_close(ours, theirs)
+    if their_grad is None or our_grad is None:
+        assert (their_grad is None or not their_grad.any()) and (our_grad is None or not our_grad.any())
+    else:
+        torch.testing.assert_close(our_grad, their_grad)
