@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import statistics
 import sys
 import time
 import types
@@ -49,8 +48,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from benchmarks.environment import (add_out_argument, finish_arguments, load_average, machine,  # noqa: E402
-                                    set_threads, thread_counts, versions, write_report)
+                                    set_threads, side_by_side, thread_counts, timing_cell, versions, write_report)
 from benchmarks.peers import load_pyg  # noqa: E402
+from benchmarks.small_batches import add_batch_arguments, batches  # noqa: E402
 
 NAME = "custom_layers_cpu"
 LAYERS = ("gcn", "edge", "mean")                    # PyG's MessagePassing against unigraph's
@@ -168,7 +168,6 @@ def workloads(pyg, args) -> dict:
         cora = Planetoid(root, "cora")
         found["cora"] = ([(cora.x, cora.graph.edge_index, cora.y)], int(cora.num_classes),
                          f"Cora, {cora.num_nodes} nodes, {cora.graph.num_edges} edges, full batch")
-    from benchmarks.small_batches import batches
     data = batches(pyg, types.SimpleNamespace(graphs=args.graphs, seed=args.seed, width=args.width,
                                               batch_size=args.batch_size, batches=args.batches, quick=args.quick))
     gen = torch.Generator().manual_seed(args.seed)
@@ -210,13 +209,8 @@ def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils, 
             F.cross_entropy(model(x, edge_index), y).backward()
             optimizer.step()
             times[library].append(1e3 * (time.perf_counter() - start))
-    row = {"layer": layer}
-    for library, ms in times.items():
-        timed = ms[args.warmup:]
-        row[library] = {"ms_median": statistics.median(timed), "ms_min": min(timed), "ms_max": max(timed)}
     peer = next(library for library in times if library != "unigraph")
-    row["speedup"] = row[peer]["ms_median"] / row["unigraph"]["ms_median"]
-    return row
+    return {"layer": layer, **side_by_side(times, args.warmup, peer)}
 
 
 def dgl_graph(dgl, step: tuple, seed: int):
@@ -287,11 +281,8 @@ def write_markdown(result: dict, path: pathlib.Path) -> None:
                   f"{section['load_average'][0]} -> {section['load_average'][1]}.", "",
                   "| layer | peer | unigraph ms | peer ms | speedup |", "|---|---|---|---|---|"]
         for row in section["rows"]:
-            ours, theirs = row["unigraph"], row[row["peer"]]
-            lines.append(f"| `{row['layer']}` | {row['peer']} | {ours['ms_median']:.3f} ({ours['ms_min']:.3f} - "
-                         f"{ours['ms_max']:.3f}) | "
-                         f"{theirs['ms_median']:.3f} ({theirs['ms_min']:.3f} - {theirs['ms_max']:.3f}) | "
-                         f"{row['speedup']:.2f}x |")
+            lines.append(f"| `{row['layer']}` | {row['peer']} | {timing_cell(row['unigraph'])} | "
+                         f"{timing_cell(row[row['peer']])} | {row['speedup']:.2f}x |")
         lines.append("")
     path.write_text("\n".join(lines))
 
@@ -303,14 +294,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--layers", nargs="+", default=list(LAYERS + DGL_LAYERS), choices=LAYERS + DGL_LAYERS,
                         help="the dgl_* layers run where DGL loads (benchmarks.peers.load_dgl)")
     parser.add_argument("--root", default=str(DEFAULT_ROOT), help="folder of the Planetoid raw files (Cora)")
-    parser.add_argument("--graphs", type=int, default=1000, help="motif graphs generated (default 1000)")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--batches", type=int, default=7, help="batches cycled through (default 7)")
-    parser.add_argument("--width", type=int, default=32, help="feature width of the small graphs")
+    add_batch_arguments(parser)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=100, help="timed steps per library, layer and workload")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a smoke run: small graphs only, few steps")
     add_out_argument(parser)
     args = parser.parse_args(argv)

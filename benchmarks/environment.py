@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import statistics
 
 from unigraph.benchmarking import output
 from unigraph.benchmarking.environment import (available_memory_gb, describe, finish, load_average, machine,  # noqa: F401
@@ -51,3 +52,19 @@ def write_report(result: dict, out: pathlib.Path, name: str, write_markdown) -> 
     output.write_json(out / f"{name}.json", result)
     write_markdown(result, out / f"{name}.md")
     print((out / f"{name}.md").read_text())
+
+
+def side_by_side(times: dict[str, list[float]], warmup: int, peer: str) -> dict:
+    """A row of interleaved step times (ms) per library after ``warmup`` steps: median, min and
+    max of each, and ``speedup`` = the peer's median / unigraph's."""
+    row = {}
+    for library, ms in times.items():
+        timed = ms[warmup:]
+        row[library] = {"ms_median": statistics.median(timed), "ms_min": min(timed), "ms_max": max(timed)}
+    row["speedup"] = row[peer]["ms_median"] / row["unigraph"]["ms_median"]
+    return row
+
+
+def timing_cell(timing: dict) -> str:
+    """``median (min - max)`` of a :func:`side_by_side` entry, for the markdown tables."""
+    return f"{timing['ms_median']:.3f} ({timing['ms_min']:.3f} - {timing['ms_max']:.3f})"

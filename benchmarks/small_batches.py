@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import statistics
 import sys
 import time
 import types
@@ -35,7 +34,7 @@ if str(REPO_ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from benchmarks.environment import (add_out_argument, finish_arguments, load_average, machine,  # noqa: E402
-                                    set_threads, thread_counts, versions, write_report)
+                                    set_threads, side_by_side, thread_counts, timing_cell, versions, write_report)
 from benchmarks.peers import load_pyg  # noqa: E402
 
 NAME = "small_batches_cpu"
@@ -101,12 +100,7 @@ def time_layer(name: str, build, edge_attr: bool, data: list, args, pyg_nn, ours
             start = time.perf_counter()
             step(contestants[library], tensors, edge_attr)
             times[library].append(1e3 * (time.perf_counter() - start))
-    row = {"layer": name}
-    for library, ms in times.items():
-        timed = ms[args.warmup:]
-        row[library] = {"ms_median": statistics.median(timed), "ms_min": min(timed), "ms_max": max(timed)}
-    row["speedup"] = row["pyg"]["ms_median"] / row["unigraph"]["ms_median"]
-    return row
+    return {"layer": name, **side_by_side(times, args.warmup, "pyg")}
 
 
 def run(args) -> dict:
@@ -156,12 +150,20 @@ def write_markdown(result: dict, path: pathlib.Path) -> None:
                   f"Load average {section['load_average'][0]} -> {section['load_average'][1]}.", "",
                   "| layer | unigraph ms | PyG ms | speedup |", "|---|---|---|---|"]
         for row in section["rows"]:
-            ours, theirs = row["unigraph"], row["pyg"]
-            lines.append(f"| `{row['layer']}` | {ours['ms_median']:.3f} ({ours['ms_min']:.3f} - {ours['ms_max']:.3f}) | "
-                         f"{theirs['ms_median']:.3f} ({theirs['ms_min']:.3f} - {theirs['ms_max']:.3f}) | "
+            lines.append(f"| `{row['layer']}` | {timing_cell(row['unigraph'])} | {timing_cell(row['pyg'])} | "
                          f"{row['speedup']:.2f}x |")
         lines.append("")
     path.write_text("\n".join(lines))
+
+
+def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The small-graph batches' arguments (:func:`batches`), with ``--warmup`` and ``--seed``."""
+    parser.add_argument("--graphs", type=int, default=1000, help="motif graphs generated (default 1000)")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batches", type=int, default=7, help="batches cycled through (default 7)")
+    parser.add_argument("--width", type=int, default=32, help="feature width (seeded noise columns added)")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
 
 
 def main(argv=None) -> dict:
@@ -169,13 +171,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads(), 1],
                         help="thread counts, one section each (default: torch's default, then 1)")
     parser.add_argument("--layers", nargs="+", help="only these layers (names as in the table)")
-    parser.add_argument("--graphs", type=int, default=1000, help="motif graphs generated (default 1000)")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--batches", type=int, default=7, help="batches cycled through (default 7)")
-    parser.add_argument("--width", type=int, default=32)
+    add_batch_arguments(parser)
     parser.add_argument("--steps", type=int, default=150, help="timed steps per library and layer")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a smoke run: few graphs and steps")
     add_out_argument(parser)
     args = parser.parse_args(argv)
