@@ -313,3 +313,17 @@ def test_a_layers_message_and_aggregate_runs_on_a_sparse_adjacency_as_in_pyg():
     layer.fuse = False   # PyG's switch: message and aggregate again
     torch.testing.assert_close(layer(x, adj_t), plain)
     assert calls == ["Tensor"]
+
+
+def test_ptr_is_given_as_pyg_gives_it_for_an_edge_index():
+    seen = []
+
+    class ReadsPtr(MessagePassing):
+        def message(self, x_j, index, ptr, size_i):
+            seen.append((ptr, size_i, index.shape[0]))
+            return x_j
+
+    edge_index, x = _edges(9)
+    expected = MessagePassing().propagate(unigraph.Graph(edge_index, num_nodes=7), x=x)
+    torch.testing.assert_close(ReadsPtr(fuse=False).propagate(edge_index, x=x), expected)
+    assert seen == [(None, 7, 20)]

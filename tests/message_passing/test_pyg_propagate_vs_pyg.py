@@ -47,6 +47,18 @@ def layers(base) -> dict:
         def message(self, x_j, index, size_i, edge_attr):
             return x_j * (index.view(-1, 1) + 1) / max(size_i, 1) + edge_attr
 
+    class Attention(base):   # PyG's GAT pattern: its softmax over index (with ptr and size_i)
+        def __init__(self, **kwargs):
+            super().__init__(node_dim=0, **kwargs)   # (1-D scores: nodes in dimension 0, as PyG's GATConv)
+
+        def forward(self, x, edge_index, size):
+            scores = tuple(part.sum(-1) for part in x) if isinstance(x, tuple) else x.sum(-1)
+            return self.propagate(edge_index, x=x, alpha=scores, size=size)
+
+        def message(self, x_j, alpha_j, alpha_i, index, ptr, size_i):
+            alpha = pyg.utils.softmax(torch.nn.functional.leaky_relu(alpha_j + alpha_i, 0.2), index, ptr, size_i)
+            return x_j * alpha.unsqueeze(-1)
+
     class Residual(base):
         def forward(self, x, edge_index, size):
             return self.propagate(edge_index, x=x, size=size)
@@ -71,10 +83,10 @@ def layers(base) -> dict:
     plain = ["sum", "mean", "max", "min"]
     modules = ["softmax", "std", "mul", ("mean", "max")]   # each library's own aggregation modules
     return {"weighted": (Weighted, plain), "edge_weighted": (EdgeWeighted, plain), "relative": (Relative, plain + modules), "by_size": (BySize, plain),
-            "residual": (Residual, ["sum", "mean"]), "own_sum": (OwnSum, [None])}
+            "residual": (Residual, ["sum", "mean"]), "own_sum": (OwnSum, [None]), "attention": (Attention, ["sum"])}
 
 
-INPUTS = {"weighted": ("w",), "edge_weighted": ("w",), "relative": (), "by_size": ("edge_attr",), "residual": (), "own_sum": ()}
+INPUTS = {"weighted": ("w",), "edge_weighted": ("w",), "relative": (), "by_size": ("edge_attr",), "residual": (), "own_sum": (), "attention": ()}
 
 
 @st.composite

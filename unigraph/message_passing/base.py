@@ -10,7 +10,8 @@ compiles them to the graph operators.
 source-node row of the ``x`` passed to ``propagate`` and ``x_i`` the destination-node row; any other
 name is passed through (an edge tensor has one row per edge). ``index``/``edge_index_i`` (the
 destination of each edge), ``edge_index_j`` (its source), ``size_i``/``dim_size`` and ``size_j``
-are provided too. ``propagate`` takes a :class:`~unigraph.Graph`, or PyG's adjacency as PyG's
+are provided too, and ``ptr`` (None, as PyG gives it for an unsorted ``edge_index``: PyG's
+``softmax(alpha, index, ptr, size_i)`` then groups by ``index``). ``propagate`` takes a :class:`~unigraph.Graph`, or PyG's adjacency as PyG's
 ``propagate`` does (``edge_index``, ``EdgeIndex``, sparse ``adj_t``, ``SparseTensor``, with
 PyG's ``size``: :mod:`~unigraph.message_passing.pyg_adjacency`); ``aggr`` may be PyG's
 aggregation modules, and an ``aggregate`` override may take PyG's parameters.
@@ -87,7 +88,7 @@ from unigraph.message_passing.tracing import (
     CONST, E, TRACE_ERRORS, U, V, Ref, Traced, random_state, restore_random_state, trace)
 
 AGGR_ALIASES = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
-_SPECIAL_INPUTS = ("index", "edge_index_i", "edge_index_j", "size_i", "size_j", "dim_size")
+_SPECIAL_INPUTS = ("index", "edge_index_i", "edge_index_j", "size_i", "size_j", "dim_size", "ptr")
 _REQUIRED = object()  # a hook parameter without a default
 _NO_KEY = object()    # _trace's key argument not given: computed there
 # Tensor methods that neither draw random numbers nor compute anything but a view or a value per
@@ -875,6 +876,8 @@ def _hook_parameters(hook) -> dict[str, Any]:
 
 
 def _special_input(g: Graph, name: str) -> tuple[str, Any]:
+    if name == "ptr":   # PyG's CSR pointer of sorted destinations: None, as PyG gives for an edge_index
+        return CONST, None
     if name in ("index", "edge_index_i"):
         return E, g.dst
     if name == "edge_index_j":
