@@ -13,8 +13,9 @@ PyG argument           in unigraph
 ``flow``               ``"source_to_target"`` (the direction of a :class:`~unigraph.Graph`), or
                        ``"target_to_source"``: the layers that resolve their own graph
                        (:func:`oriented`) then run on it reversed; read at call time, so setting
-                       ``layer.flow`` later takes effect. A custom ``propagate(g, ...)`` call
-                       gets ``g`` as given: reverse it there.
+                       ``layer.flow`` later takes effect. A custom layer's ``propagate`` turns
+                       its graph (a ``Graph`` or PyG's ``edge_index``) the same way; a bipartite
+                       one with ``"target_to_source"`` is refused (PyG's sparse forms refuse it)
 ``node_dim``           PyG's default ``-2`` while the features are 2-D (then the same dimension),
                        or ``0``; nodes are always dimension 0 here, so ``-2`` refuses other
                        features by name (``[N, H, F]`` features need ``node_dim=0``)
