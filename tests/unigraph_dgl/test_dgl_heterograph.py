@@ -87,3 +87,30 @@ def test_one_relation_is_a_unigraph_graph():
     assert g.nodes["game"].data["y"].flatten().tolist() == [1.0, 0.0, 1.0]
     with pytest.raises(udgl.DGLError, match="node type name must be given"):
         g.nodes[[0]].data["x"]
+
+
+def test_batch_of_heterographs_matches_dgl(dgl):
+    # DGL's batch of heterographs of one schema: ids offset per node type, features concatenated
+    # per type and relation, batch_num_nodes/edges per type
+    ours, theirs = both(dgl)
+    smaller = {cet: (src[:2], dst[:2]) for cet, (src, dst) in DATA.items()}
+    counts = {"user": 3, "game": 2, "dev": 2}
+    extra = [udgl.heterograph(smaller, counts), dgl.heterograph(smaller, counts)]
+    for g in extra:
+        for ntype, count in counts.items():
+            g.nodes[ntype].data["h"] = torch.arange(2 * count, dtype=torch.float64).view(count, 2)
+        g.edges["plays"].data["w"] = torch.ones(2)
+    ours.edges["plays"].data["w"] = theirs.edges["plays"].data["w"] = torch.arange(4.0)
+    mine, reference = udgl.batch([ours, extra[0]]), dgl.batch([theirs, extra[1]])
+    assert mine.batch_size == reference.batch_size == 2
+    for ntype in reference.ntypes:
+        assert torch.equal(mine.batch_num_nodes(ntype), reference.batch_num_nodes(ntype))
+        assert torch.equal(mine.nodes[ntype].data["h"], reference.nodes[ntype].data["h"])
+    for etype in reference.canonical_etypes:
+        assert torch.equal(mine.batch_num_edges(etype), reference.batch_num_edges(etype))
+        for a, b in zip(mine.edges(form="all", etype=etype), reference.edges(form="all", etype=etype)):
+            assert torch.equal(a, b)
+    assert torch.equal(mine.edges["plays"].data["w"], reference.edges["plays"].data["w"])
+    with pytest.raises(udgl.DGLError, match="one schema"):
+        udgl.batch([ours, udgl.heterograph({("user", "follows", "user"): smaller[("user", "follows", "user")],
+                                            ("user", "rates", "game"): smaller[("user", "plays", "game")]})])

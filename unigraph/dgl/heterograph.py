@@ -43,6 +43,9 @@ class DGLHeteroGraph:
         self._relations: dict[CanonicalEtype, DGLGraph] = {}
         for cet in sorted(relations):
             self._relations[cet] = self._adopt(cet, relations[cet])
+        # the parts of a dgl.batch of heterographs: node counts per type, edge counts per relation
+        self._batch_num_nodes: dict[str, Tensor] | None = None
+        self._batch_num_edges: dict[CanonicalEtype, Tensor] | None = None
 
     def _adopt(self, cet: CanonicalEtype, graph: DGLGraph) -> DGLGraph:
         """Make ``graph`` this graph's relation ``cet``: typed, sharing the node stores and initializers."""
@@ -62,6 +65,7 @@ class DGLHeteroGraph:
         out._initializers = {kind: dict(inits) for kind, inits in self._initializers.items()}
         out._idtype = idtype
         out._relations = {cet: out._adopt(cet, graph) for cet, graph in relations.items()}
+        out._batch_num_nodes, out._batch_num_edges = self._batch_num_nodes, self._batch_num_edges
         return out
 
     # ------------------------------------------------------------------ types
@@ -160,6 +164,25 @@ class DGLHeteroGraph:
 
     num_src_nodes = num_dst_nodes = number_of_nodes = number_of_src_nodes = number_of_dst_nodes = num_nodes
     number_of_edges = num_edges
+
+    # ------------------------------------------------------------------ batches (dgl.batch)
+    @property
+    def batch_size(self) -> int:
+        return 1 if self._batch_num_nodes is None else int(next(iter(self._batch_num_nodes.values())).numel())
+
+    def batch_num_nodes(self, ntype: Any = None) -> Tensor:
+        """The node count of ``ntype`` in each graph of the batch (one entry where not batched)."""
+        ntype = self._check_ntype(ntype)
+        if self._batch_num_nodes is None:
+            return torch.tensor([self._num_nodes[ntype]], dtype=self._idtype, device=self.device)
+        return self._out_ids(self._batch_num_nodes[ntype].to(self.device))
+
+    def batch_num_edges(self, etype: Any = None) -> Tensor:
+        """The edge count of ``etype`` in each graph of the batch (one entry where not batched)."""
+        cet = self.to_canonical_etype(etype)
+        if self._batch_num_edges is None:
+            return torch.tensor([self._relations[cet].num_edges], dtype=self._idtype, device=self.device)
+        return self._out_ids(self._batch_num_edges[cet].to(self.device))
 
     # ------------------------------------------------------------------ features
     def _node_store(self, ntype: Any, side: str = "node") -> FeatureStore:

@@ -158,9 +158,13 @@ def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src
 
 
 # ---------------------------------------------------------------------- batches
-def batch(graphs: Sequence[Any], ndata: Any = "__ALL__", edata: Any = "__ALL__") -> DGLGraph:
+def batch(graphs: Sequence[Any], ndata: Any = "__ALL__", edata: Any = "__ALL__") -> DGLGraph | DGLHeteroGraph:
     """One graph holding ``graphs`` side by side (node ids offset), features concatenated (those
-    every graph has, or those named); ``batch_num_nodes()``/``batch_num_edges()`` remember the parts."""
+    every graph has, or those named); ``batch_num_nodes()``/``batch_num_edges()`` remember the parts.
+    Heterographs of one schema batch per node type and relation (:func:`_batch_typed`)."""
+    graphs = list(graphs)
+    if any(isinstance(g, DGLHeteroGraph) for g in graphs):
+        return _batch_typed(graphs, ndata, edata)
     graphs = [_homogeneous(g, "batch") for g in graphs]
     if not graphs:
         raise DGLError("batch needs at least one graph")
@@ -171,13 +175,54 @@ def batch(graphs: Sequence[Any], ndata: Any = "__ALL__", edata: Any = "__ALL__")
     src = torch.cat([g._coo()[0] + int(o) for g, o in zip(graphs, offsets)])
     dst = torch.cat([g._coo()[1] + int(o) for g, o in zip(graphs, offsets)])
     out = graphs[0]._carry(DGLGraph._trusted(src, dst, sum(counts), sum(counts), False))
-    for store, stores, keys in (("ndata", [g.ndata for g in graphs], ndata), ("edata", [g.edata for g in graphs], edata)):
-        names = set.intersection(*(set(s) for s in stores)) if is_all(keys) else set(keys or ())
-        for key in sorted(names):
-            getattr(out, store)[key] = torch.cat([s[key] for s in stores])
+    _concatenated(out.ndata, [g.ndata for g in graphs], ndata)
+    _concatenated(out.edata, [g.edata for g in graphs], edata)
     out._batch_num_nodes = torch.cat([g.batch_num_nodes().to(torch.int64) for g in graphs])
     out._batch_num_edges = torch.cat([g.batch_num_edges().to(torch.int64) for g in graphs])
     return out
+
+
+def _batch_typed(graphs: list, ndata: Any, edata: Any) -> DGLHeteroGraph:
+    """:func:`batch` of heterographs with the same node types and relations: each type's nodes
+    side by side (ids offset per type), each relation's edges side by side, features concatenated
+    per type and per relation (those every graph has, or those named)."""
+    if not all(isinstance(g, DGLHeteroGraph) for g in graphs):
+        raise DGLError("batch takes heterographs of one schema or homogeneous graphs, not a mix")
+    first = graphs[0]
+    if any(g.ntypes != first.ntypes or g.canonical_etypes != first.canonical_etypes for g in graphs):
+        raise DGLError(f"batch needs heterographs of one schema (node types {first.ntypes}, relations "
+                       f"{first.canonical_etypes}); got {[(g.ntypes, g.canonical_etypes) for g in graphs]}")
+    counts = {t: [g.num_nodes(t) for g in graphs] for t in first.ntypes}
+    offsets = {t: [sum(c[:i]) for i in range(len(c))] for t, c in counts.items()}
+    relations = {}
+    for cet in first.canonical_etypes:
+        src_type, _, dst_type = cet
+        src = torch.cat([g[cet]._coo()[0] + offsets[src_type][i] for i, g in enumerate(graphs)])
+        dst = torch.cat([g[cet]._coo()[1] + offsets[dst_type][i] for i, g in enumerate(graphs)])
+        if src_type == dst_type:
+            relation = DGLGraph(torch.stack([src, dst]), num_nodes=sum(counts[src_type]))
+        else:
+            relation = DGLGraph(torch.stack([src, dst]), num_src_nodes=sum(counts[src_type]),
+                                num_dst_nodes=sum(counts[dst_type]))
+        relations[cet] = relation._with_types(src_type, cet[1], dst_type, block=False)
+    out = DGLHeteroGraph(relations, {t: sum(c) for t, c in counts.items()}, first.idtype)
+    for ntype in first.ntypes:
+        _concatenated(out.nodes[ntype].data, [g.nodes[ntype].data for g in graphs], ndata)
+    for cet in first.canonical_etypes:
+        _concatenated(out.edges[cet].data, [g.edges[cet].data for g in graphs], edata)
+    out._batch_num_nodes = {t: torch.cat([g.batch_num_nodes(t).to(torch.int64).cpu() for g in graphs])
+                            for t in first.ntypes}
+    out._batch_num_edges = {cet: torch.cat([g.batch_num_edges(cet).to(torch.int64).cpu() for g in graphs])
+                            for cet in first.canonical_etypes}
+    return out
+
+
+def _concatenated(target, stores: list, keys: Any) -> None:
+    """``target[key]`` = the stores' ``key`` rows one after another, for the keys every store has
+    (``keys`` "__ALL__") or those named."""
+    names = set.intersection(*(set(store) for store in stores)) if is_all(keys) else set(keys or ())
+    for key in sorted(names):
+        target[key] = torch.cat([store[key] for store in stores])
 
 
 def unbatch(g: Any, node_split: Any = None, edge_split: Any = None) -> list[DGLGraph]:
