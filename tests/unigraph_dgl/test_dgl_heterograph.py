@@ -114,3 +114,19 @@ def test_batch_of_heterographs_matches_dgl(dgl):
     with pytest.raises(udgl.DGLError, match="one schema"):
         udgl.batch([ours, udgl.heterograph({("user", "follows", "user"): smaller[("user", "follows", "user")],
                                             ("user", "rates", "game"): smaller[("user", "plays", "game")]})])
+
+
+def test_unbatch_of_heterographs_gives_the_parts_back(dgl):
+    ours, theirs = both(dgl)
+    ours.edges["plays"].data["w"] = theirs.edges["plays"].data["w"] = torch.arange(4.0)
+    parts = udgl.unbatch(udgl.batch([ours, ours]))
+    reference = dgl.unbatch(dgl.batch([theirs, theirs]))
+    assert len(parts) == len(reference) == 2
+    for mine, expected in zip(parts, reference):
+        assert [mine.num_nodes(t) for t in mine.ntypes] == [expected.num_nodes(t) for t in expected.ntypes]
+        for etype in expected.canonical_etypes:
+            for a, b in zip(mine.edges(form="all", etype=etype), expected.edges(form="all", etype=etype)):
+                assert torch.equal(a, b)
+        for ntype in expected.ntypes:
+            assert torch.equal(mine.nodes[ntype].data["h"], expected.nodes[ntype].data["h"])
+        assert torch.equal(mine.edges["plays"].data["w"], expected.edges["plays"].data["w"])

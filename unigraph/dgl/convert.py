@@ -17,7 +17,7 @@ from torch import Tensor
 
 from unigraph.dgl.base import DEFAULT_ETYPE, DEFAULT_NTYPE, EID, ETYPE, NID, NTYPE, DGLError
 from unigraph.dgl.graph import DGLGraph, check_idtype
-from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.heterograph import DGLHeteroGraph, relation_graph
 
 
 def _ids(value: Any, what: str) -> tuple[Tensor, torch.dtype | None]:
@@ -80,18 +80,6 @@ def graph(data: Any, *, ntype: str = DEFAULT_NTYPE, etype: str = DEFAULT_ETYPE, 
     return _finish(out, idtype, implied, device)
 
 
-def _relation(src: Tensor, dst: Tensor, cet, counts: Mapping[str, int]) -> DGLGraph:
-    src_type, etype, dst_type = cet
-    try:
-        if src_type == dst_type:
-            rel = DGLGraph(torch.stack([src, dst]), num_nodes=counts[src_type])
-        else:
-            rel = DGLGraph(torch.stack([src, dst]), num_src_nodes=counts[src_type], num_dst_nodes=counts[dst_type])
-    except (TypeError, ValueError) as err:
-        raise DGLError(f"relation {cet}: {err}") from None
-    return rel._with_types(src_type, etype, dst_type, block=False)
-
-
 def heterograph(data_dict: Mapping[tuple, Any], num_nodes_dict: Mapping[str, int] | None = None,
                 idtype: torch.dtype | None = None, device: Any = None):
     """A graph of typed relations (DGL's ``dgl.heterograph``): ``{(src_type, etype, dst_type):
@@ -112,7 +100,7 @@ def heterograph(data_dict: Mapping[tuple, Any], num_nodes_dict: Mapping[str, int
             inferred = int(ids.max()) + 1 if ids.numel() else 0
             if num_nodes_dict is None or ntype not in num_nodes_dict:
                 counts[ntype] = max(counts.get(ntype, 0), inferred)
-    relations = {cet: _relation(src, dst, cet, counts) for cet, (src, dst) in parsed.items()}
+    relations = {cet: relation_graph(src, dst, cet, counts) for cet, (src, dst) in parsed.items()}
     if len(relations) == 1 and set(counts) <= {next(iter(relations))[0], next(iter(relations))[2]}:
         return _finish(next(iter(relations.values())), idtype, implied, device)
     out = DGLHeteroGraph(relations, counts, check_idtype(idtype if idtype is not None else (implied or torch.int64)))

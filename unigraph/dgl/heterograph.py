@@ -407,3 +407,17 @@ def _cross_reduce(values: list[Tensor], how: str) -> Tensor:
     if how == "mean":
         return stacked.mean(1)
     return stacked.amax(1) if how == "max" else stacked.amin(1)
+
+
+def relation_graph(src: Tensor, dst: Tensor, cet, counts: Mapping[str, int]) -> DGLGraph:
+    """The relation ``cet`` = (src_type, etype, dst_type) of edges ``src -> dst`` over the node
+    counts ``counts`` (by type) as a typed :class:`DGLGraph` (bipartite where the types differ)."""
+    src_type, etype, dst_type = cet
+    try:
+        if src_type == dst_type:
+            rel = DGLGraph(torch.stack([src, dst]), num_nodes=counts[src_type])
+        else:
+            rel = DGLGraph(torch.stack([src, dst]), num_src_nodes=counts[src_type], num_dst_nodes=counts[dst_type])
+    except (TypeError, ValueError) as err:
+        raise DGLError(f"relation {cet}: {err}") from None
+    return rel._with_types(src_type, etype, dst_type, block=False)

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from unigraph.dgl.base import EID, NID, DGLError, is_all
 from unigraph.dgl.graph import DGLGraph
-from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation
+from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation, relation_graph
 from unigraph.dgl.views import first_appearance
 from unigraph.graph import Graph as CoreGraph
 from unigraph.graph import unique_pairs
@@ -194,18 +194,14 @@ def _batch_typed(graphs: list, ndata: Any, edata: Any) -> DGLHeteroGraph:
                        f"{first.canonical_etypes}); got {[(g.ntypes, g.canonical_etypes) for g in graphs]}")
     counts = {t: [g.num_nodes(t) for g in graphs] for t in first.ntypes}
     offsets = {t: [sum(c[:i]) for i in range(len(c))] for t, c in counts.items()}
+    totals = {t: sum(c) for t, c in counts.items()}
     relations = {}
     for cet in first.canonical_etypes:
         src_type, _, dst_type = cet
         src = torch.cat([g[cet]._coo()[0] + offsets[src_type][i] for i, g in enumerate(graphs)])
         dst = torch.cat([g[cet]._coo()[1] + offsets[dst_type][i] for i, g in enumerate(graphs)])
-        if src_type == dst_type:
-            relation = DGLGraph(torch.stack([src, dst]), num_nodes=sum(counts[src_type]))
-        else:
-            relation = DGLGraph(torch.stack([src, dst]), num_src_nodes=sum(counts[src_type]),
-                                num_dst_nodes=sum(counts[dst_type]))
-        relations[cet] = relation._with_types(src_type, cet[1], dst_type, block=False)
-    out = DGLHeteroGraph(relations, {t: sum(c) for t, c in counts.items()}, first.idtype)
+        relations[cet] = relation_graph(src, dst, cet, totals)
+    out = DGLHeteroGraph(relations, totals, first.idtype)
     for ntype in first.ntypes:
         _concatenated(out.nodes[ntype].data, [g.nodes[ntype].data for g in graphs], ndata)
     for cet in first.canonical_etypes:
@@ -227,6 +223,10 @@ def _concatenated(target, stores: list, keys: Any) -> None:
 
 def unbatch(g: Any, node_split: Any = None, edge_split: Any = None) -> list[DGLGraph]:
     """The graphs of a :func:`batch` (or the parts ``node_split``/``edge_split`` name)."""
+    if isinstance(g, DGLHeteroGraph):
+        if node_split is not None or edge_split is not None:
+            raise DGLError("unbatch of a heterograph takes its own batch_num_nodes/batch_num_edges (no splits)")
+        return _unbatch_typed(g)
     g = _homogeneous(g, "unbatch")
     nodes = torch.as_tensor(node_split if node_split is not None else g.batch_num_nodes()).to(torch.int64).tolist()
     edges = torch.as_tensor(edge_split if edge_split is not None else g.batch_num_edges()).to(torch.int64).tolist()
@@ -244,6 +244,32 @@ def unbatch(g: Any, node_split: Any = None, edge_split: Any = None) -> list[DGLG
             part.edata[key] = value[edge_start:edge_start + e]
         parts.append(part)
         node_start, edge_start = node_start + n, edge_start + e
+    return parts
+
+
+def _unbatch_typed(g: DGLHeteroGraph) -> list[DGLHeteroGraph]:
+    """The heterographs of a :func:`batch` of heterographs: each type's nodes and each relation's
+    edges cut at their batch counts, ids and features with them."""
+    nodes = {t: g.batch_num_nodes(t).to(torch.int64).tolist() for t in g.ntypes}
+    edges = {cet: g.batch_num_edges(cet).to(torch.int64).tolist() for cet in g.canonical_etypes}
+    starts = {t: [sum(c[:i]) for i in range(len(c))] for t, c in nodes.items()}
+    edge_starts = {cet: [sum(c[:i]) for i in range(len(c))] for cet, c in edges.items()}
+    parts = []
+    for i in range(g.batch_size):
+        counts, relations = {t: c[i] for t, c in nodes.items()}, {}
+        for cet in g.canonical_etypes:
+            src_type, _, dst_type = cet
+            first, count = edge_starts[cet][i], edges[cet][i]
+            src, dst = (ids[first:first + count] for ids in g[cet]._coo())
+            relations[cet] = relation_graph(src - starts[src_type][i], dst - starts[dst_type][i], cet, counts)
+        part = DGLHeteroGraph(relations, counts, g.idtype)
+        for ntype in g.ntypes:
+            for key, value in g.nodes[ntype].data.items():
+                part.nodes[ntype].data[key] = value[starts[ntype][i]:starts[ntype][i] + nodes[ntype][i]]
+        for cet in g.canonical_etypes:
+            for key, value in g.edges[cet].data.items():
+                part.edges[cet].data[key] = value[edge_starts[cet][i]:edge_starts[cet][i] + edges[cet][i]]
+        parts.append(part)
     return parts
 
 
