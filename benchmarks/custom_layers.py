@@ -190,7 +190,7 @@ def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils, 
         else:
             model = TwoLayers(layer_classes(base, utils)[layer], steps[0][0].shape[1], args.hidden, classes)
         contestants[library] = (model, torch.optim.Adam(model.parameters(), lr=0.01))
-    graphs = {library: {} for library in bases}
+    kept_graphs = {}   # library -> its graph, built once where ``kept``
     times = {library: [] for library in contestants}
     for round_ in range(args.warmup + args.steps):
         order = list(contestants) if round_ % 2 else list(contestants)[::-1]
@@ -198,11 +198,11 @@ def time_layer(layer: str, steps: list, classes: int, args, bases: dict, utils, 
             x, edge_index, y = steps[round_ % len(steps)]
             x, edge_index = x.clone(), edge_index.clone()   # new tensors, as a loader hands them over
             if layer in DGL_LAYERS:   # DGL's form: a graph (per step, or once), its edge weights on it
-                edge_index = graphs[library].get(id(steps[0])) if kept else None
+                edge_index = kept_graphs.get(library)
                 if edge_index is None:
                     edge_index = dgl_graph(bases[library], steps[round_ % len(steps)], args.seed)
                     if kept:
-                        graphs[library][id(steps[0])] = edge_index
+                        kept_graphs[library] = edge_index
             model, optimizer = contestants[library]
             start = time.perf_counter()
             optimizer.zero_grad()

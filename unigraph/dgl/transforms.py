@@ -6,6 +6,7 @@ the ids a subgraph was taken from are in ``ndata[dgl.NID]`` / ``edata[dgl.EID]``
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import torch
@@ -193,7 +194,7 @@ def _batch_typed(graphs: list, ndata: Any, edata: Any) -> DGLHeteroGraph:
         raise DGLError(f"batch needs heterographs of one schema (node types {first.ntypes}, relations "
                        f"{first.canonical_etypes}); got {[(g.ntypes, g.canonical_etypes) for g in graphs]}")
     counts = {t: [g.num_nodes(t) for g in graphs] for t in first.ntypes}
-    offsets = {t: [sum(c[:i]) for i in range(len(c))] for t, c in counts.items()}
+    offsets = {t: _starts(c) for t, c in counts.items()}
     totals = {t: sum(c) for t, c in counts.items()}
     relations = {}
     for cet in first.canonical_etypes:
@@ -211,6 +212,11 @@ def _batch_typed(graphs: list, ndata: Any, edata: Any) -> DGLHeteroGraph:
     out._batch_num_edges = {cet: torch.cat([g.batch_num_edges(cet).to(torch.int64).cpu() for g in graphs])
                             for cet in first.canonical_etypes}
     return out
+
+
+def _starts(counts: list[int]) -> list[int]:
+    """Where each part begins when parts of ``counts`` rows are laid one after another."""
+    return [0, *itertools.accumulate(counts)][:-1]
 
 
 def _concatenated(target, stores: list, keys: Any) -> None:
@@ -252,8 +258,8 @@ def _unbatch_typed(g: DGLHeteroGraph) -> list[DGLHeteroGraph]:
     edges cut at their batch counts, ids and features with them."""
     nodes = {t: g.batch_num_nodes(t).to(torch.int64).tolist() for t in g.ntypes}
     edges = {cet: g.batch_num_edges(cet).to(torch.int64).tolist() for cet in g.canonical_etypes}
-    starts = {t: [sum(c[:i]) for i in range(len(c))] for t, c in nodes.items()}
-    edge_starts = {cet: [sum(c[:i]) for i in range(len(c))] for cet, c in edges.items()}
+    starts = {t: _starts(c) for t, c in nodes.items()}
+    edge_starts = {cet: _starts(c) for cet, c in edges.items()}
     parts = []
     for i in range(g.batch_size):
         counts, relations = {t: c[i] for t, c in nodes.items()}, {}

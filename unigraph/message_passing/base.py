@@ -11,10 +11,11 @@ source-node row of the ``x`` passed to ``propagate`` and ``x_i`` the destination
 name is passed through (an edge tensor has one row per edge). ``index``/``edge_index_i`` (the
 destination of each edge), ``edge_index_j`` (its source), ``size_i``/``dim_size`` and ``size_j``
 are provided too, and ``ptr`` (None, as PyG gives it for an unsorted ``edge_index``: PyG's
-``softmax(alpha, index, ptr, size_i)`` then groups by ``index``). ``propagate`` takes a :class:`~unigraph.Graph`, or PyG's adjacency as PyG's
-``propagate`` does (``edge_index``, ``EdgeIndex``, sparse ``adj_t``, ``SparseTensor``, with
-PyG's ``size``: :mod:`~unigraph.message_passing.pyg_adjacency`); ``aggr`` may be PyG's
-aggregation modules, and an ``aggregate`` override may take PyG's parameters.
+``softmax(alpha, index, ptr, size_i)`` then groups by ``index``). ``propagate`` takes a
+:class:`~unigraph.Graph`, or PyG's adjacency as PyG's ``propagate`` does (``edge_index``,
+``EdgeIndex``, sparse ``adj_t``, ``SparseTensor``, with PyG's ``size``:
+:mod:`~unigraph.message_passing.pyg_adjacency`); ``aggr`` may be PyG's aggregation modules, and
+an ``aggregate`` override may take PyG's parameters.
 
 The fused path, and the one condition for it
 --------------------------------------------
@@ -229,7 +230,7 @@ class MessagePassing(PyGHooks, torch.nn.Module):
         check_propagate_size(g, kwargs, who, "size" in self._message_parameters)
         if (adjacency is not None and self.fuse and is_sparse_adjacency(adjacency)
                 and _overrides(self, "message_and_aggregate")):
-            return self.update(self._fused_by_layer(adjacency, kwargs), **self._update_inputs(g, kwargs))
+            return self.update(self._fused_by_layer(adjacency, g, kwargs), **self._update_inputs(g, kwargs))
         if self._needs_hooked_messages():
             out = self._hooked_messages(g, self._message_inputs(g, kwargs), self._aggregate_arguments(g, kwargs))
             return self.update(out, **self._update_inputs(g, kwargs))
@@ -274,29 +275,19 @@ class MessagePassing(PyGHooks, torch.nn.Module):
         return self._last_plan
 
     def _graph_and_inputs(self, g: Any, kwargs: dict, read: frozenset, hook: str) -> tuple[Graph, dict]:
-        """``hook``'s graph (PyG's adjacency forms through :func:`graph_and_inputs`; ``g`` None: the
-        keyword ``edge_index``) and its inputs, the graph checked."""
+        """``hook``'s graph (PyG's adjacency forms through :func:`graph_and_inputs`) and its inputs,
+        the graph checked."""
         who = type(self).__name__
-        if g is None and "edge_index" in kwargs:   # PyG's propagate(edge_index=..., x=...)
-            g = kwargs.pop("edge_index")
         if not isinstance(g, Graph) and is_adjacency(g):   # PyG's form: the graph from the call-form cache
             g, kwargs = graph_and_inputs(g, kwargs, read, self.flow, self.node_dim, who)
         check_graph(g, f"{who}.{hook}")
         return g, kwargs
 
-    def _fused_by_layer(self, adjacency: Any, kwargs: dict) -> Any:
+    def _fused_by_layer(self, adjacency: Any, g: Graph, kwargs: dict) -> Any:
         """PyG's fused call: the layer's own ``message_and_aggregate(adj_t, ...)`` (its inputs by
-        name from ``propagate``'s, a sparse adjacency's values filled in as for ``message``),
-        between its hooks."""
-        arguments = {}
-        for name, default in list(_hook_parameters(self.message_and_aggregate).items())[1:]:
-            if name in kwargs:
-                arguments[name] = kwargs[name]
-            elif default is not _REQUIRED:
-                arguments[name] = default
-            else:
-                raise TypeError(f"{type(self).__name__}.message_and_aggregate needs {name!r}, which propagate did "
-                                "not get")
+        name as ``message``'s are collected, :meth:`_hook_arguments`), between its hooks."""
+        parameters = dict(list(_hook_parameters(self.message_and_aggregate).items())[1:])
+        arguments = self._hook_arguments(g, kwargs, parameters, "message_and_aggregate")
         adjacency, arguments = self._pre_call("message_and_aggregate", (adjacency, arguments))
         out = self.message_and_aggregate(adjacency, **arguments)
         if not torch.compiler.is_compiling():   # (a plan written in compiled code would be a side effect)
@@ -640,28 +631,19 @@ class MessagePassing(PyGHooks, torch.nn.Module):
         if not _overrides(self, "aggregate"):
             return None
         try:
-            parameters = list(_hook_parameters(self.aggregate).items())[1:]
+            parameters = dict(list(_hook_parameters(self.aggregate).items())[1:])
         except TypeError:   # *args / **kwargs: called as unigraph calls it, (messages, g)
             return None
-        if not parameters or parameters[0][0] == "g":
+        if not parameters or next(iter(parameters)) == "g":
             return None
-        arguments = {}
-        for name, default in parameters:
-            if name == "ptr":
-                arguments[name] = None
-            elif name in _SPECIAL_INPUTS:
-                arguments[name] = _special_input(g, name)[1]
-            elif name in kwargs:
-                arguments[name] = kwargs[name]
-            elif name[-2:] in ("_i", "_j") and name[:-2] in kwargs:
-                src, dst = split_pair(g, kwargs[name[:-2]], name[:-2])
-                arguments[name] = (src.index_select(0, g.src) if name.endswith("_j")
-                                   else (dst if dst is not None else src).index_select(0, g.dst))
-            elif default is not _REQUIRED:
-                arguments[name] = default
-            else:
-                raise TypeError(f"{type(self).__name__}.aggregate needs {name!r}, which propagate did not get")
-        return arguments
+        return self._hook_arguments(g, kwargs, parameters, "aggregate")
+
+    def _hook_arguments(self, g: Graph, kwargs: dict, parameters: dict, name: str) -> dict[str, Any]:
+        """PyG hook ``name``'s arguments (``parameters``: those after its first), by name, collected as ``message``'s are
+        (:meth:`_message_inputs`: ``*_i``/``*_j`` gathered per edge, ``propagate``'s inputs, the
+        special inputs, defaults; a missing one refused naming it), as PyG collects one dict for
+        all of them."""
+        return _per_edge(g, self._message_inputs(g, kwargs, parameters, name))
 
     def extra_repr(self) -> str:
         return f"aggr={self.aggr!r}"

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from unigraph import call_forms
-from unigraph.graph import Graph
+from unigraph.graph import Graph, _as_edge_index
 from unigraph.message_passing.pyg_arguments import check_node_dim
 
 _VALUE_NAMES = ("edge_weight", "edge_attr", "edge_type")
@@ -93,13 +92,11 @@ def graph_and_inputs(adj: Any, kwargs: dict, read: frozenset, flow: str, node_di
 
 def _edge_index_counts(edge_index: Tensor, size: Any, who: str) -> list:
     """PyG's ``_check_input`` for an ``edge_index``: the counts ``size`` or an ``EdgeIndex``'s
-    ``sparse_size`` give (None where unknown), after its dtype and shape checks."""
-    if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dtype == torch.bool:
-        raise ValueError(f"{who}.propagate: edge_index must be an integer tensor, got {edge_index.dtype}")
-    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-        transposed = edge_index.dim() == 2 and edge_index.shape[1] == 2
-        hint = " (it looks transposed: pass edge_index.t())" if transposed else ""
-        raise ValueError(f"{who}.propagate: edge_index must have shape [2, E], got {list(edge_index.shape)}{hint}")
+    ``sparse_size`` give (None where unknown), after the graph's own dtype and shape checks."""
+    try:
+        _as_edge_index(edge_index)
+    except (TypeError, ValueError) as err:   # the graph's rule and words; say who was called
+        raise type(err)(f"{who}.propagate: {err}") from None
     if type(edge_index).__name__ == "EdgeIndex" and type(edge_index).__module__.split(".")[0] == "torch_geometric":
         return list(edge_index.sparse_size())
     if size is None:
