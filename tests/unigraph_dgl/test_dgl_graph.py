@@ -122,6 +122,8 @@ def test_subgraphs_blocks_and_batches_match_dgl(dgl):
         same(a.edata[udgl.EID], b.edata[dgl.EID])
         torch.testing.assert_close(a.srcdata["x"], b.srcdata["x"])
         assert a.is_block and a.srcnodes().numel() == a.num_src_nodes()
+        assert (a.ntypes, a.srctypes, a.dsttypes) == (b.ntypes, b.srctypes, b.dsttypes)   # ['_N', '_N'], ...
+        assert a.num_nodes() == b.num_nodes()
     parts = [udgl.graph(([0, 1], [1, 2])), udgl.add_self_loop(udgl.graph(([0], [1])))]
     batched = udgl.batch(parts)
     reference = dgl.batch([dgl.graph(([0, 1], [1, 2])), dgl.add_self_loop(dgl.graph(([0], [1])))])

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from unigraph import graph_compat
-from unigraph.dgl import messages
+from unigraph.dgl import adjacency, messages
 from unigraph.dgl.base import DEFAULT_ETYPE, DEFAULT_NTYPE, EID, NID, DGLError, is_all
 from unigraph.dgl.init import zero_initializer
 from unigraph.dgl.views import EdgeView, NodeView, TypedCount, TypedData, as_ids, first_appearance
@@ -139,7 +139,9 @@ class DGLGraph(Graph):
 
     @property
     def ntypes(self) -> list[str]:
-        if self._block or self._srctype == self._dsttype:
+        if self._block:   # DGL lists a block's source types, then its destination types (['_N', '_N'])
+            return [self._srctype, self._dsttype]
+        if self._srctype == self._dsttype:
             return [self._srctype]
         return sorted([self._srctype, self._dsttype])
 
@@ -506,6 +508,18 @@ class DGLGraph(Graph):
 
     def create_formats_(self) -> None:
         self.tensors()
+
+    def adj_external(self, transpose: bool = False, ctx: Any = None, scipy_fmt: str | None = None,
+                     etype: Any = None):
+        """The adjacency, row = source (``transpose``: row = destination), as a torch sparse COO
+        tensor or a SciPy matrix (:mod:`unigraph.dgl.adjacency`)."""
+        self._check_etype(etype)
+        return adjacency.adj_external(self, transpose, ctx, scipy_fmt)
+
+    def adj_tensors(self, fmt: str, etype: Any = None) -> tuple[Tensor, ...]:
+        """The index tensors of the adjacency in ``fmt`` (``coo``, ``csr``, ``csc``; :mod:`unigraph.dgl.adjacency`)."""
+        self._check_etype(etype)
+        return adjacency.adj_tensors(self, fmt)
 
     # ------------------------------------------------------------------ subgraphs
     def _node_ids(self, nodes: Any, size: int) -> Tensor:

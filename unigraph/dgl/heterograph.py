@@ -258,6 +258,13 @@ class DGLHeteroGraph:
     def out_degrees(self, u: Any = None, etype: Any = None):
         return self[etype].out_degrees(u)
 
+    def adj_external(self, transpose: bool = False, ctx: Any = None, scipy_fmt: str | None = None,
+                     etype: Any = None):
+        return self[etype].adj_external(transpose, ctx, scipy_fmt)
+
+    def adj_tensors(self, fmt: str, etype: Any = None):
+        return self[etype].adj_tensors(fmt)
+
     def edge_ids(self, u: Any, v: Any, return_uv: bool = False, etype: Any = None):
         return self[etype].edge_ids(u, v, return_uv=return_uv)
 

@@ -10,45 +10,7 @@ import torch
 
 import unigraph.dgl as udgl
 import unigraph.dgl.nn as unn
-
-SRC = torch.tensor([0, 0, 1, 2, 2, 3, 4, 1, 4, 5])
-DST = torch.tensor([1, 2, 2, 0, 3, 1, 0, 5, 5, 4])
-
-
-SEEDS = torch.tensor([2, 5])
-
-
-def our_graphs():
-    """The graph with self-loops and a block of it, in unigraph.dgl."""
-    ours = udgl.add_self_loop(udgl.graph((SRC, DST), num_nodes=6))
-    return ours, udgl.to_block(ours.in_subgraph(SEEDS), SEEDS)
-
-
-def graphs(dgl):
-    ours, our_block = our_graphs()
-    theirs = dgl.add_self_loop(dgl.graph((SRC, DST), num_nodes=6))
-    return ((ours, theirs), (our_block, dgl.to_block(theirs.in_subgraph(SEEDS), SEEDS)))
-
-
-def compare(dgl, make, feat_size=5, edge_weight=False, **forward):
-    torch.manual_seed(0)
-    for ours_graph, their_graph in graphs(dgl):
-        theirs = make(dgl.nn).double().eval()
-        ours = make(unn).double().eval()
-        assert set(ours.state_dict()) == set(theirs.state_dict())
-        ours.load_state_dict(theirs.state_dict())
-        x = torch.randn(ours_graph.num_src_nodes(), feat_size, dtype=torch.float64, requires_grad=True)
-        extra = {"edge_weight": torch.rand(ours_graph.num_edges(), dtype=torch.float64)} if edge_weight else {}
-        out_ours = ours(ours_graph, x, **extra, **forward)
-        out_theirs = theirs(their_graph, x, **extra, **forward)
-        if isinstance(out_theirs, tuple):
-            torch.testing.assert_close(out_ours[1], out_theirs[1])
-            out_ours, out_theirs = out_ours[0], out_theirs[0]
-        torch.testing.assert_close(out_ours, out_theirs)
-        mine = torch.autograd.grad(out_ours.square().sum(), [x] + list(ours.parameters()))
-        reference = torch.autograd.grad(out_theirs.square().sum(), [x] + list(theirs.parameters()))
-        for a, b in zip(mine, reference):
-            torch.testing.assert_close(a, b)
+from dgl_compare import compare, our_graphs
 
 
 @pytest.mark.parametrize("norm, out_feats, edge_weight", [("both", 3, False), ("right", 7, True), ("left", 3, True),
@@ -92,9 +54,7 @@ def test_sage_conv_mean_keeps_hooks_on_its_linears(dgl):
 def test_sage_conv_mean_on_a_block_gradients(out_feats):
     # one tensor for a block's sources and destinations (x[:num_dst]): the destinations' gradient is
     # added into the sources' in place (create_graph: out of place); x also used outside the layer
-    ours = udgl.add_self_loop(udgl.graph((SRC, DST), num_nodes=6))
-    seeds = torch.tensor([2, 5])
-    block = udgl.to_block(ours.in_subgraph(seeds), seeds)
+    _, block = our_graphs()
     torch.manual_seed(0)
     conv = unn.SAGEConv(5, out_feats, "mean").double()
     x = torch.randn(block.num_src_nodes(), 5, dtype=torch.float64, requires_grad=True)
