@@ -26,6 +26,8 @@ def test_adj_external_equals_dgl(dgl, transpose, idtype):
     for fmt in ("coo", "csr"):
         x, y = ours.adj_external(transpose, scipy_fmt=fmt), theirs.adj_external(transpose, scipy_fmt=fmt)
         assert type(x) is type(y) and x.dtype == y.dtype and (x != y).nnz == 0
+        parts = ("row", "col", "data") if fmt == "coo" else ("indptr", "indices", "data")   # entry for entry
+        assert all((getattr(x, part) == getattr(y, part)).all() for part in parts)
 
 
 def test_adj_external_of_a_relation_and_empty_graph(dgl):

@@ -25,6 +25,7 @@ from unigraph.dgl.convert import (
     to_heterogeneous, to_homogeneous)
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.reorder import reorder_graph
 from unigraph.dgl.transforms import (
     AddSelfLoop, add_self_loop, batch, edge_subgraph, in_subgraph, node_subgraph, out_subgraph, remove_self_loop,
     reverse, to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half, to_simple, unbatch)

@@ -3,9 +3,8 @@ COO tensor, or a SciPy matrix) and ``g.adj_tensors`` (the index tensors of COO, 
 
 Orientation, as DGL's: row = source, column = destination (``[num_src, num_dst]``); ``transpose``
 swaps them (row = destination: the matrix that multiplies source features into destinations,
-``A^T X``). Every edge is one entry, in edge-id order: the torch tensor is left uncoalesced, so
-parallel edges add up wherever it is used (a product, ``to_dense``); SciPy's CSR sums them into one
-count. The CSR/CSC index tensors are the graph's own sorted formats (built once, kept on the graph).
+``A^T X``). Every edge is one entry, in edge-id order: the torch tensor (and SciPy's COO and CSR) are left
+uncoalesced, so parallel edges add up wherever the matrix is used (a product, ``to_dense``). The CSR/CSC index tensors are the graph's own sorted formats (built once, kept on the graph).
 """
 from __future__ import annotations
 
@@ -33,8 +32,12 @@ def adj_external(g, transpose: bool = False, ctx: Any = None, scipy_fmt: str | N
     if scipy_fmt is not None:
         import scipy.sparse
         ones = torch.ones(rows.shape[0], dtype=g.idtype).numpy()   # (DGL: counts in the id type)
-        matrix = scipy.sparse.coo_matrix((ones, (rows.cpu().numpy(), cols.cpu().numpy())), shape=shape)
-        return matrix.tocsr() if scipy_fmt == "csr" else matrix
+        if scipy_fmt == "coo":
+            return scipy.sparse.coo_matrix((ones, (rows.cpu().numpy(), cols.cpu().numpy())), shape=shape)
+        # the graph's own CSR (a row's entries in edge-id order, parallel edges kept apart, as DGL's):
+        # what order-sensitive SciPy routines (reverse_cuthill_mckee) read, so they agree with DGL's
+        ptr, indices, _ = g.in_csr() if transpose else g.out_csr()
+        return scipy.sparse.csr_matrix((ones, indices.cpu().numpy(), ptr.cpu().numpy()), shape=shape)
     device = torch.device("cpu") if ctx is None else torch.device(ctx)
     indices = torch.stack([rows, cols]).to(device)
     return torch.sparse_coo_tensor(indices, torch.ones(rows.shape[0], device=device), shape, check_invariants=False)
