@@ -25,6 +25,7 @@ from unigraph.dgl.convert import (
     to_heterogeneous, to_homogeneous)
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.positional import LapPE, lap_pe, shortest_dist
 from unigraph.dgl.reorder import reorder_graph
 from unigraph.dgl.transforms import (
     AddSelfLoop, add_self_loop, batch, edge_subgraph, in_subgraph, node_subgraph, out_subgraph, remove_self_loop,

@@ -1,7 +1,22 @@
-"""``dgl.nn.pytorch``: the graph convolutions and readouts with DGL's signatures."""
-from unigraph.dgl.nn.pytorch import conv  # noqa: F401
-from unigraph.dgl.nn.pytorch.conv import GATConv, GINConv, GraphConv, SAGEConv
-from unigraph.dgl.nn.pytorch.glob import AvgPooling, MaxPooling, SumPooling
+"""``dgl.nn.pytorch``: the graph convolutions, readouts and other modules with DGL's signatures."""
+from unigraph.dgl.nn.pytorch import conv, gt  # noqa: F401
+from unigraph.dgl.nn.pytorch.conv import *  # noqa: F401,F403
+from unigraph.dgl.nn.pytorch.conv import __all__ as _conv
+from unigraph.dgl.nn.pytorch.gt import *  # noqa: F401,F403
+from unigraph.dgl.nn.pytorch.gt import __all__ as _gt
+from unigraph.dgl.nn.pytorch.glob import (AvgPooling, GlobalAttentionPooling, MaxPooling, Set2Set, SetTransformerDecoder,
+                                          SetTransformerEncoder, SortPooling, SumPooling, WeightAndSum)
+from unigraph.dgl.nn.pytorch.hetero import HeteroGraphConv, HeteroLinear, HeteroEmbedding
+from unigraph.dgl.nn.pytorch.jumping_knowledge import JumpingKnowledge
+from unigraph.dgl.nn.pytorch.label_propagation import LabelPropagation
+from unigraph.dgl.nn.pytorch.linear import TypedLinear
+from unigraph.dgl.nn.pytorch.link import EdgePredictor, TransE, TransR
+from unigraph.dgl.nn.pytorch.sequential import Sequential
 from unigraph.dgl.ops import edge_softmax
 
-__all__ = ["GraphConv", "GATConv", "SAGEConv", "GINConv", "SumPooling", "AvgPooling", "MaxPooling", "edge_softmax"]
+__all__ = _conv + _gt + [
+    'SumPooling', 'AvgPooling', 'MaxPooling', 'SortPooling', 'GlobalAttentionPooling', 'Set2Set',
+    'SetTransformerEncoder', 'SetTransformerDecoder', 'WeightAndSum', 'HeteroGraphConv', 'HeteroLinear',
+    'HeteroEmbedding', 'JumpingKnowledge', 'LabelPropagation', 'TypedLinear', 'EdgePredictor', 'TransE',
+    'TransR', 'Sequential', 'edge_softmax',
+]

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from unigraph import ops
 from unigraph.dgl.base import DGLError
+from unigraph.dgl.nn.pytorch.conv.edgeweightnorm import EdgeWeightNorm  # noqa: F401 (DGL defines it in graphconv)
 from unigraph.dgl.nn.pytorch.utils import check_graph, check_zero_in_degree, expand_as_pair
 
 NORMS = ("none", "both", "right", "left")

@@ -21,18 +21,11 @@ from torch import Tensor, nn
 from unigraph import function as fn
 from unigraph import graph_compat, ops
 from unigraph.dgl.base import DGLError
-from unigraph.dgl.nn.pytorch.utils import check_graph, expand_as_pair
+from unigraph.dgl.nn.pytorch.utils import check_graph, expand_as_pair, plain_linear
 from unigraph.message_passing import dgl_style
 from unigraph.nn.projection import linear
 
 AGGREGATORS = ("mean", "gcn", "pool", "lstm")
-
-
-def _plain(module: nn.Module) -> bool:
-    """Whether ``module`` is a plain ``nn.Linear`` whose call is ``F.linear`` of its parameters (no
-    hooks, no subclass): then its product may be fused with others."""
-    return (type(module) is nn.Linear and not module._forward_hooks and not module._forward_pre_hooks
-            and not nn.modules.module._global_forward_hooks and not nn.modules.module._global_forward_pre_hooks)
 
 
 def _is_prefix(part: Tensor, whole: Tensor) -> bool:
@@ -161,7 +154,7 @@ class SAGEConv(nn.Module):
             raise DGLError(f"edge_weight has {edge_weight.shape[0]} rows for {graph.num_edges} edges")
         # project first when that narrows what the aggregation moves (an exact reordering: linear maps)
         project_first = self._in_src_feats > self._out_feats
-        fused = self._aggre_type == "mean" and _plain(self.fc_neigh) and _plain(self.fc_self)
+        fused = self._aggre_type == "mean" and plain_linear(self.fc_neigh) and plain_linear(self.fc_self)
         if fused:
             rst = self._mean(graph, feat_src, feat_dst, project_first, edge_weight)
         elif self._aggre_type == "mean":
