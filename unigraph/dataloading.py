@@ -50,11 +50,13 @@ class NeighborSampler:
         self.prefetch_labels = list(prefetch_labels or [])
         self.prefetch_edge_feats = list(prefetch_edge_feats or [])
 
-    def for_graph(self, graph: Graph, seed: int) -> _NeighborSampler:
-        """unigraph's sampler for ``graph`` (``-1`` becomes the largest in-degree: every in-edge)."""
+    def for_graph(self, graph: Graph, seed: int, edge_ids: bool = False) -> _NeighborSampler:
+        """unigraph's sampler for ``graph`` (``-1`` becomes the largest in-degree: every in-edge);
+        its blocks record their edges' ids in ``graph`` with ``edge_ids`` or prefetched edge features."""
         everything = max(1, graph.stats().max_in_degree)
         fanouts = [everything if f == ALL else f for f in self.fanouts]
-        return _NeighborSampler(fanouts, replace=self.replace, return_eids=bool(self.prefetch_edge_feats), seed=seed)
+        return _NeighborSampler(fanouts, replace=self.replace, return_eids=edge_ids or bool(self.prefetch_edge_feats),
+                                seed=seed)
 
 
 class MultiLayerFullNeighborSampler(NeighborSampler):
@@ -73,6 +75,8 @@ class DataLoader:
     initialized process group its share of the seeds. ``seed`` fixes shuffling and sampling
     (default: drawn from torch's generator, so ``torch.manual_seed`` makes runs repeat).
     """
+
+    records_edge_ids = False   # blocks carry edata["eid"] only for prefetched edge features (DGL's loader: always)
 
     def __init__(self, graph: Graph, indices: Tensor, graph_sampler: NeighborSampler, device=None, *,
                  batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, num_workers: int = 0,
@@ -101,7 +105,8 @@ class DataLoader:
         self.graph = graph
         self.sampler = graph_sampler
         self.device = None if device is None else torch.device(device)
-        self._loader = NodeLoader(graph, indices, graph_sampler.for_graph(graph, seed), batch_size=batch_size,
+        sampler = graph_sampler.for_graph(graph, seed, edge_ids=self.records_edge_ids)
+        self._loader = NodeLoader(graph, indices, sampler, batch_size=batch_size,
                                   shuffle=shuffle, drop_last=drop_last, num_workers=num_workers, seed=seed,
                                   num_replicas=replicas, rank=rank)
 

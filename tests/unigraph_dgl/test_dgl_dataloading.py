@@ -24,6 +24,11 @@ def test_blocks_are_dgl_blocks_with_their_ids():
         global_src = blocks[-1].srcdata[udgl.NID][src.long()]
         global_dst = blocks[-1].dstdata[udgl.NID][dst.long()]
         assert bool(g.has_edges_between(global_src, global_dst).all())
+        for block in blocks:   # every block names its edges in g (DGL's blocks always do)
+            parent_src, parent_dst = g.find_edges(block.edata[udgl.EID])
+            src, dst = block.edges()
+            assert torch.equal(parent_src, block.srcdata[udgl.NID][src.long()])
+            assert torch.equal(parent_dst, block.dstdata[udgl.NID][dst.long()])
         h = blocks[0].srcdata["feat"]
         for block in blocks:
             h = conv(block, h[:, :4] if h.shape[1] >= 4 else h.repeat(1, 2))

@@ -19,7 +19,7 @@ import numpy as _np
 import torch as _torch
 
 from unigraph.dgl import base, function, init, ops
-from unigraph.dgl.base import ALL, EID, ETYPE, NID, NTYPE, DGLError, is_internal_column
+from unigraph.dgl.base import ALL, EID, ETYPE, NID, NTYPE, DGLError, DGLWarning, is_internal_column
 from unigraph.dgl.convert import (
     bipartite_from_scipy, create_block, from_networkx, from_scipy, graph, heterograph, rand_bipartite, rand_graph,
     to_heterogeneous, to_homogeneous)
@@ -41,8 +41,11 @@ def seed(val: int) -> None:
 
 def __getattr__(name: str):
     # the heavier sub-packages load on first use, as `import dgl` does not build every layer either
-    if name in ("nn", "dataloading", "data"):
+    if name in ("nn", "dataloading", "data", "sampling"):
         import importlib
         return importlib.import_module(f"unigraph.dgl.{name}")
+    if name in ("knn_graph", "segmented_knn_graph", "radius_graph"):   # (they live with their modules, in nn)
+        from unigraph.dgl.nn.pytorch import factory
+        return getattr(factory, name)
     raise AttributeError(f"module 'unigraph.dgl' has no attribute {name!r} (see docs/porting_from_dgl.md for what "
                          "unigraph.dgl offers)")

@@ -1,4 +1,5 @@
-"""DGL's constants and error type (``dgl.NID``, ``dgl.EID``, ``dgl.ALL``, ``dgl.DGLError``)."""
+"""DGL's constants, error and warning types (``dgl.NID``, ``dgl.EID``, ``dgl.ALL``, ``dgl.DGLError``,
+``dgl.DGLWarning``)."""
 from __future__ import annotations
 
 NID = "_ID"      # ndata key: a node's id in the graph a subgraph/block was taken from
@@ -8,6 +9,10 @@ ETYPE = "_TYPE"  # edata key of the same: the edge type id
 ALL = "__ALL__"  # "every node / every edge" where DGL takes ids
 DEFAULT_NTYPE = "_N"
 DEFAULT_ETYPE = "_E"
+
+
+class DGLWarning(UserWarning):
+    """DGL's warning category (e.g. ``k`` larger than a point set in ``knn_graph``)."""
 
 
 class DGLError(ValueError):

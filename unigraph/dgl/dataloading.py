@@ -1,8 +1,7 @@
 """``dgl.dataloading`` on unigraph's samplers: :class:`NeighborSampler`,
 :class:`MultiLayerFullNeighborSampler` and :class:`DataLoader` yield ``(input_nodes,
 output_nodes, blocks)`` whose blocks are :class:`~unigraph.dgl.graph.DGLGraph` blocks, with
-``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` (and ``edata[dgl.EID]`` when edge features are
-prefetched) as DGL's.
+``srcdata[dgl.NID]`` / ``dstdata[dgl.NID]`` and ``edata[dgl.EID]`` as DGL's.
 
 Sampling is unigraph's (:class:`unigraph.sampling.NeighborSampler` through
 :class:`unigraph.dataloading.DataLoader`, whose docstring lists what it refuses: weighted or
@@ -24,7 +23,10 @@ MultiLayerFullNeighborSampler = _loading.MultiLayerFullNeighborSampler
 
 class DataLoader(_loading.DataLoader):
     """DGL's ``DataLoader(graph, indices, graph_sampler, device=None, batch_size=1, shuffle=False,
-    drop_last=False, num_workers=0, use_ddp=False)`` for node-wise mini-batches."""
+    drop_last=False, num_workers=0, use_ddp=False)`` for node-wise mini-batches; every block
+    carries ``edata[dgl.EID]``, as DGL's."""
+
+    records_edge_ids = True
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor, list[DGLGraph]]]:
         for input_nodes, output_nodes, blocks in super().__iter__():
