@@ -145,3 +145,10 @@ def test_bad_ids_are_refused_before_anything_runs():
         g.nodes[[0, 1]].data["h"] = torch.ones(3)
     with pytest.raises(ValueError, match="num_nodes=2"):
         udgl.graph(([0, 1], [1, 2]), num_nodes=2)
+
+
+def test_pinning_is_not_offered_and_says_so():
+    g = udgl.graph(([0, 1], [1, 2]))
+    assert g.is_pinned() is False and g.unpin_memory_() is g   # unpinning a graph that is not pinned: a no-op
+    with pytest.raises(udgl.DGLError, match="does not pin"):
+        g.pin_memory_()

@@ -767,6 +767,17 @@ class DGLGraph(Graph):
     def clone(self) -> "DGLGraph":
         return self._shallow()
 
+    # page-locked structure for GPU sampling (UVA) is not offered: nothing is ever pinned
+    def is_pinned(self) -> bool:
+        return False
+
+    def pin_memory_(self):
+        raise DGLError("pin_memory_: unigraph does not pin a graph's structure (no UVA sampling); move the graph "
+                       "to the GPU with g.to('cuda') instead")
+
+    def unpin_memory_(self) -> "DGLGraph":
+        return self   # (DGL: a no-op on a graph that is not pinned)
+
     def __repr__(self) -> str:
         def schemes(store) -> str:
             return "{" + ", ".join(f"'{k}': Scheme(shape={tuple(v.shape[1:])}, dtype={v.dtype})"

@@ -30,8 +30,8 @@ all weigh 0 is a dead end (DGL: undefined), negative or non-finite ``prob`` valu
 a ``prob`` named on none of the metapath's relations is refused (DGL walks them uniformly; on
 some of them only, DGL's rule holds: the others are walked uniformly), node2vec refuses a
 heterograph (DGL returns garbage), seeds may have any integer dtype, graphs may be on any device.
-DGL's other ``dgl.sampling`` functions (neighbour sampling, PinSAGE) are not here: naming one
-raises NotImplementedError (see :data:`NOT_OFFERED`).
+DGL's other ``dgl.sampling`` functions (neighbour sampling, PinSAGE) are not here: each
+raises NotImplementedError when called (see :data:`NOT_OFFERED`).
 """
 from __future__ import annotations
 
