@@ -26,10 +26,14 @@ from unigraph.dgl.convert import (
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heterograph import DGLHeteroGraph
 from unigraph.dgl.positional import LapPE, lap_pe, shortest_dist
+from unigraph.dgl.readout import (
+    broadcast_edges, broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
+    softmax_edges, softmax_nodes, sum_edges, sum_nodes, topk_edges, topk_nodes)
 from unigraph.dgl.reorder import reorder_graph
 from unigraph.dgl.transforms import (
-    AddSelfLoop, add_self_loop, batch, edge_subgraph, in_subgraph, node_subgraph, out_subgraph, remove_self_loop,
-    reverse, to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half, to_simple, unbatch)
+    AddReverse, AddSelfLoop, add_edges, add_nodes, add_reverse_edges, add_self_loop, batch, edge_subgraph,
+    in_subgraph, node_subgraph, out_subgraph, remove_edges, remove_nodes, remove_self_loop, reverse,
+    to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half, to_simple, unbatch)
 
 
 def seed(val: int) -> None:

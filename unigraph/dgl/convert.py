@@ -17,6 +17,7 @@ from torch import Tensor
 
 from unigraph.dgl.base import DEFAULT_ETYPE, DEFAULT_NTYPE, EID, ETYPE, NID, NTYPE, DGLError
 from unigraph.dgl.graph import DGLGraph, check_idtype
+from unigraph.dgl.heteroblock import DGLHeteroBlock
 from unigraph.dgl.heterograph import DGLHeteroGraph, relation_graph
 
 
@@ -108,19 +109,58 @@ def heterograph(data_dict: Mapping[tuple, Any], num_nodes_dict: Mapping[str, int
 
 
 def create_block(data_dict: Any, num_src_nodes: Any = None, num_dst_nodes: Any = None,
-                 idtype: torch.dtype | None = None, device: Any = None) -> DGLGraph:
-    """A block (DGL's ``dgl.create_block``): source and destination node sets of one type."""
-    if isinstance(data_dict, Mapping):
-        if len(data_dict) != 1:
-            raise DGLError("create_block with several relations is not supported; build one block per relation")
-        (cet, data), = data_dict.items()
-        num_src_nodes = num_src_nodes.get(cet[0]) if isinstance(num_src_nodes, Mapping) else num_src_nodes
-        num_dst_nodes = num_dst_nodes.get(cet[2]) if isinstance(num_dst_nodes, Mapping) else num_dst_nodes
-    else:
-        cet, data = (DEFAULT_NTYPE, DEFAULT_ETYPE, DEFAULT_NTYPE), data_dict
-    src, dst, implied = parse_edges(data)
-    block = DGLGraph(torch.stack([src, dst]), num_src_nodes=num_src_nodes, num_dst_nodes=num_dst_nodes)
-    return _finish(block._with_types(cet[0], cet[1], cet[2], block=True), idtype, implied, device)
+                 idtype: torch.dtype | None = None, device: Any = None):
+    """A block (DGL's ``dgl.create_block``): the edges ``data`` (or ``{(src_type, etype,
+    dst_type): edges}``) from source to destination nodes. Counts default to the largest id + 1
+    per source / destination type; given, both as ints (one relation) or both as dicts by type.
+    One relation gives a :class:`DGLGraph` block; several (or counts naming more types) a
+    :class:`~unigraph.dgl.heteroblock.DGLHeteroBlock`."""
+    if (num_src_nodes is None) != (num_dst_nodes is None):
+        raise DGLError("create_block: give both num_src_nodes and num_dst_nodes, or neither")
+    if not isinstance(data_dict, Mapping):
+        if num_src_nodes is not None and (isinstance(num_src_nodes, Mapping) or isinstance(num_dst_nodes, Mapping)):
+            raise DGLError("create_block: num_src_nodes / num_dst_nodes must be ints when data_dict is not a dict")
+        data_dict = {(DEFAULT_NTYPE, DEFAULT_ETYPE, DEFAULT_NTYPE): data_dict}
+        if num_src_nodes is not None:
+            num_src_nodes, num_dst_nodes = {DEFAULT_NTYPE: num_src_nodes}, {DEFAULT_NTYPE: num_dst_nodes}
+    elif num_src_nodes is not None and not (isinstance(num_src_nodes, Mapping) and isinstance(num_dst_nodes, Mapping)):
+        raise DGLError("create_block: num_src_nodes and num_dst_nodes must be dicts by node type when data_dict is one")
+    parsed, implied = {}, None
+    for cet, data in data_dict.items():
+        if not (isinstance(cet, tuple) and len(cet) == 3 and all(isinstance(t, str) for t in cet)):
+            raise DGLError(f"relation keys must be (src_type, etype, dst_type) string triples, got {cet!r}")
+        src, dst, dtype = parse_edges(data)
+        parsed[cet], implied = (src, dst), implied or dtype
+    src_counts, dst_counts = _block_counts(parsed, num_src_nodes, num_dst_nodes)
+    idtype = check_idtype(idtype if idtype is not None else (implied or torch.int64))
+    blocks = {}
+    for cet, (src, dst) in sorted(parsed.items()):
+        try:
+            block = DGLGraph(torch.stack([src, dst]), num_src_nodes=src_counts[cet[0]],
+                             num_dst_nodes=dst_counts[cet[2]])
+        except (TypeError, ValueError) as err:
+            raise DGLError(f"relation {cet}: {err}") from None
+        blocks[cet] = block._with_types(cet[0], cet[1], cet[2], block=True)
+    if len(blocks) == 1 and len(src_counts) == 1 and len(dst_counts) == 1:
+        return _finish(next(iter(blocks.values())), idtype, implied, device)
+    out = DGLHeteroBlock(blocks, src_counts, dst_counts, idtype)
+    return out if device is None or torch.device(device) == out.device else out.to(device)
+
+
+def _block_counts(parsed: Mapping, num_src_nodes: Any, num_dst_nodes: Any) -> tuple[dict, dict]:
+    """Source and destination node counts by type: as given, or the largest id + 1 (DGL's)."""
+    if num_src_nodes is not None:
+        src_counts = {t: int(n) for t, n in num_src_nodes.items()}
+        dst_counts = {t: int(n) for t, n in num_dst_nodes.items()}
+        missing = [cet for cet in parsed if cet[0] not in src_counts or cet[2] not in dst_counts]
+        if missing:
+            raise DGLError(f"create_block: num_src_nodes / num_dst_nodes lack the node types of {missing}")
+        return src_counts, dst_counts
+    src_counts, dst_counts = {}, {}
+    for (src_type, _, dst_type), (src, dst) in parsed.items():
+        src_counts[src_type] = max(src_counts.get(src_type, 0), int(src.max()) + 1 if src.numel() else 0)
+        dst_counts[dst_type] = max(dst_counts.get(dst_type, 0), int(dst.max()) + 1 if dst.numel() else 0)
+    return src_counts, dst_counts
 
 
 def from_scipy(sp_mat: Any, eweight_name: str | None = None, idtype: torch.dtype | None = None,

@@ -7,6 +7,12 @@ per-relation method (``update_all(..., etype=)``, ``apply_edges``, ``edge_ids``,
 relation graph's. Node types and canonical edge types are kept sorted, as DGL keeps them (that
 order is the type id order of :func:`~unigraph.dgl.convert.to_homogeneous`).
 
+DGL's mutations (``add_nodes``, ``add_edges``, ``remove_edges``, ``remove_nodes``) change the
+graph in place: each changed relation is rebuilt as a new validated relation graph (nothing cached
+for the old edges survives), a changed node type gets a new store, batch counts follow removals and
+are dropped on additions, as DGL does. ``dgl.to_block`` of a heterograph gives the subclass
+:class:`~unigraph.dgl.heteroblock.DGLHeteroBlock`.
+
 A graph with a single relation is a plain :class:`DGLGraph` (``dgl.heterograph`` gives one);
 this class always has several relations or node types.
 """
@@ -18,8 +24,8 @@ import torch
 from torch import Tensor
 
 from unigraph.dgl import messages
-from unigraph.dgl.base import DGLError, is_all
-from unigraph.dgl.graph import DGLGraph, check_idtype
+from unigraph.dgl.base import EID, NID, DGLError, is_all
+from unigraph.dgl.graph import DGLGraph, _paired, check_idtype
 from unigraph.dgl.views import EdgeView, NodeView, TypedData, as_ids
 from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import FeatureStore
@@ -243,10 +249,13 @@ class DGLHeteroGraph:
             relations[cet] = copy
         return self._rebuilt(relations, stores, self._idtype)
 
+    def _all_stores(self) -> list[FeatureStore]:
+        """Every feature store: one per node type, one per relation."""
+        return list(self._stores.values()) + [g.edata for g in self._relations.values()]
+
     def local_scope(self):
         from unigraph import graph_compat  # restores every store on exit
-        stores = list(self._stores.values()) + [g.edata for g in self._relations.values()]
-        return graph_compat.restore_on_exit(self, stores)
+        return graph_compat.restore_on_exit(self, self._all_stores())
 
     # ------------------------------------------------------------------ structure
     def all_edges(self, form: str = "uv", order: str = "eid", etype: Any = None):
@@ -309,6 +318,143 @@ class DGLHeteroGraph:
 
     def clone(self) -> "DGLHeteroGraph":
         return self.local_var()
+
+    # ------------------------------------------------------------------ mutations (in place, as DGL)
+    def _set_relation(self, cet: CanonicalEtype, src: Tensor, dst: Tensor, edata: Mapping[str, Tensor]) -> None:
+        """Relation ``cet`` becomes the edges ``src -> dst`` (over the current node counts) with
+        ``edata``; a new validated structure, so nothing cached for the old edges survives."""
+        relation = relation_graph(src, dst, cet, self._num_nodes)
+        for key, value in edata.items():
+            relation.edata[key] = value
+        self._relations[cet] = self._adopt(cet, relation)
+
+    def _grown(self, kind: str, old: Mapping[str, Tensor], old_rows: int, new: Mapping[str, Tensor],
+               new_rows: int) -> dict[str, Tensor]:
+        """Features of ``old_rows`` rows followed by ``new_rows`` more: the rows of ``new`` where
+        it has the key, else the initializer's (also for the old rows of a key only ``new`` has)."""
+        relation = self._any_relation()
+        for key, value in new.items():
+            if not isinstance(value, Tensor) or value.dim() == 0 or value.shape[0] != new_rows:
+                raise DGLError(f"data[{key!r}] must be a tensor of {new_rows} rows, got "
+                               f"{getattr(value, 'shape', type(value).__name__)}")
+
+        def filler(like: Tensor, rows: int, key: str) -> Tensor:
+            return relation._initial(kind, key, (rows,) + tuple(like.shape[1:]), like.dtype, like.device)
+
+        out = {key: torch.cat([value, new[key].to(value.dtype) if key in new else filler(value, new_rows, key)])
+               for key, value in old.items()}
+        for key, value in new.items():
+            if key not in out:
+                out[key] = torch.cat([filler(value, old_rows, key), value])
+        return out
+
+    def add_nodes(self, num: int, data: Mapping[str, Tensor] | None = None, ntype: Any = None) -> None:
+        """Append ``num`` nodes of ``ntype``; their features come from ``data`` or the initializer
+        (a key only ``data`` has starts from the initializer for the old nodes)."""
+        ntype = self._check_ntype(ntype)
+        num = int(num)
+        if num < 0:
+            raise DGLError(f"num must be >= 0, got {num}")
+        if num == 0:
+            return
+        old = self._num_nodes[ntype]
+        features = self._grown("node", self._stores[ntype], old, dict(data or {}), num)
+        self._num_nodes[ntype] = old + num
+        self._batch_num_nodes = self._batch_num_edges = None  # DGL forgets the batch on additions
+        self._stores[ntype] = FeatureStore(old + num, f"nodes[{ntype!r}].data", f"nodes of type {ntype!r}")
+        for key, value in features.items():
+            self._stores[ntype][key] = value
+        for cet, relation in list(self._relations.items()):
+            if ntype in (cet[0], cet[2]):  # same edges over the new counts
+                self._set_relation(cet, *relation._coo(), dict(relation.edata.items()))
+
+    def add_edges(self, u: Any, v: Any, data: Mapping[str, Tensor] | None = None, etype: Any = None) -> None:
+        """Append the edges ``u[i] -> v[i]`` to relation ``etype`` (one id may pair with many);
+        endpoints beyond a type's node count add nodes of that type first, as in DGL."""
+        cet = self._named_etype(etype)
+        u, v = (as_ids(ids, 2 ** 62, name, self.device) for ids, name in ((u, "u"), (v, "v")))
+        if u.numel() == 0 or v.numel() == 0:
+            return
+        u, v = _paired(u, v)
+        src_type, _, dst_type = cet
+        needed = {src_type: int(u.max()) + 1}
+        needed[dst_type] = max(needed.get(dst_type, 0), int(v.max()) + 1)
+        for ntype, count in needed.items():
+            if count > self._num_nodes[ntype]:
+                self.add_nodes(count - self._num_nodes[ntype], ntype=ntype)
+        relation = self._relations[cet]
+        src, dst = relation._coo()
+        edata = self._grown("edge", relation.edata, src.numel(), dict(data or {}), u.numel())
+        self._set_relation(cet, torch.cat([src, u]), torch.cat([dst, v]), edata)
+        self._batch_num_nodes = self._batch_num_edges = None
+
+    def remove_edges(self, eids: Any, etype: Any = None, store_ids: bool = False) -> None:
+        """Delete the edges ``eids`` of relation ``etype``; the others keep their order. With
+        ``store_ids``, ``edata[dgl.EID]`` of every relation holds the ids the edges had."""
+        cet = self._named_etype(etype)
+        relation = self._relations[cet]
+        removed = as_ids(eids, relation.num_edges, "edge ids", self.device)
+        if removed.numel() == 0:
+            return  # DGL leaves the graph as it is (no ids stored)
+        keep = torch.ones(relation.num_edges, dtype=torch.bool, device=self.device)
+        keep[removed] = False
+        kept = keep.nonzero().flatten()
+        self._keep_edges({cet: kept}, store_ids)
+
+    def remove_nodes(self, nids: Any, ntype: Any = None, store_ids: bool = False) -> None:
+        """Delete the nodes ``nids`` of ``ntype`` and every edge at them; the other nodes keep
+        their order; each relation's remaining edges are grouped by source node, in edge id order
+        within (the order DGL leaves). With ``store_ids``, ``dgl.NID`` / ``dgl.EID`` of every type
+        and relation hold the old ids."""
+        ntype = self._check_ntype(ntype)
+        removed = as_ids(nids, self._num_nodes[ntype], "node ids", self.device)
+        if removed.numel() == 0:
+            return
+        keep_node = {t: torch.ones(n, dtype=torch.bool, device=self.device) for t, n in self._num_nodes.items()}
+        keep_node[ntype][removed] = False
+        new_id = {t: torch.cumsum(mask, 0) - 1 for t, mask in keep_node.items()}
+        kept = {}
+        for cet, relation in self._relations.items():
+            src, dst = relation._coo()
+            ids = (keep_node[cet[0]][src] & keep_node[cet[2]][dst]).nonzero().flatten()
+            kept[cet] = ids[torch.sort(new_id[cet[0]][src[ids]], stable=True).indices]
+        nodes = keep_node[ntype].nonzero().flatten()
+        if self._batch_num_nodes is not None:  # a new dict: a clone shares the old one
+            self._batch_num_nodes = {**self._batch_num_nodes,
+                                     ntype: kept_per_part(self._batch_num_nodes[ntype], nodes)}
+        self._num_nodes[ntype] = nodes.numel()
+        store = FeatureStore(nodes.numel(), f"nodes[{ntype!r}].data", f"nodes of type {ntype!r}")
+        for key, value in self._stores[ntype].items():
+            store[key] = value[nodes]
+        self._stores[ntype] = store
+        self._keep_edges(kept, store_ids, new_id)
+        if store_ids:
+            for t, mask in keep_node.items():
+                self._stores[t][NID] = self._out_ids(mask.nonzero().flatten())
+
+    def _keep_edges(self, kept: Mapping[CanonicalEtype, Tensor], store_ids: bool,
+                    new_id: Mapping[str, Tensor] | None = None) -> None:
+        """Each relation of ``kept`` keeps those edges (in that order), endpoints renumbered by
+        ``new_id`` (node type -> new id of each old node) where given; batch counts follow."""
+        for cet, ids in kept.items():
+            relation = self._relations[cet]
+            src, dst = (ends[ids] for ends in relation._coo())
+            if new_id is not None:
+                src, dst = new_id[cet[0]][src], new_id[cet[2]][dst]
+            if self._batch_num_edges is not None:
+                self._batch_num_edges = {**self._batch_num_edges, cet: kept_per_part(self._batch_num_edges[cet], ids)}
+            self._set_relation(cet, src, dst, {key: value[ids] for key, value in relation.edata.items()})
+        if store_ids:
+            for cet, relation in self._relations.items():
+                ids = kept.get(cet)
+                relation.edata[EID] = self._out_ids(ids if ids is not None else
+                                                    torch.arange(relation.num_edges, device=self.device))
+
+    def _named_etype(self, etype: Any) -> CanonicalEtype:
+        """``etype`` as a canonical triple; DGL's mutations want it named when there are several."""
+        if etype is None and len(self._relations) != 1:
+            raise DGLError(f"edge type name must be specified: this graph has edge types {self.canonical_etypes}")
+        return self.to_canonical_etype(etype)
 
     # ------------------------------------------------------------------ message passing
     def apply_edges(self, func: Any, edges: Any = "__ALL__", etype: Any = None, inplace: bool = False) -> None:
@@ -428,3 +574,10 @@ def relation_graph(src: Tensor, dst: Tensor, cet, counts: Mapping[str, int]) -> 
     except (TypeError, ValueError) as err:
         raise DGLError(f"relation {cet}: {err}") from None
     return rel._with_types(src_type, etype, dst_type, block=False)
+
+
+def kept_per_part(counts: Tensor, kept: Tensor) -> Tensor:
+    """A batch's rows per part after keeping the rows ``kept`` (old row ids) of ``counts`` per part."""
+    counts = counts.to(torch.int64).cpu()
+    part = torch.repeat_interleave(torch.arange(counts.numel()), counts)
+    return torch.bincount(part[kept.cpu()], minlength=counts.numel())

@@ -1,21 +1,29 @@
 """DGL's graph transforms on unigraph: ``dgl.add_self_loop``, ``remove_self_loop``,
-``to_bidirected``, ``reverse``, ``to_simple``, ``node_subgraph``, ``edge_subgraph``,
-``in_subgraph``, ``out_subgraph``, ``to_block``, ``batch``/``unbatch``, the ``AddSelfLoop``
-transform and the feature dtype casts. Each returns a new graph (features as DGL carries them);
-the ids a subgraph was taken from are in ``ndata[dgl.NID]`` / ``edata[dgl.EID]``.
+``add_reverse_edges``, ``to_bidirected``, ``reverse``, ``to_simple``, ``node_subgraph``,
+``edge_subgraph``, ``in_subgraph``, ``out_subgraph``, ``to_block`` (a heterogeneous block for a
+graph of several types or relations, :mod:`unigraph.dgl.heteroblock`), ``batch``/``unbatch``, the
+mutations as functions (``add_nodes``, ``add_edges``, ``remove_nodes``, ``remove_edges``: a changed
+copy), the ``AddSelfLoop`` and ``AddReverse`` transforms and the feature dtype casts. Each returns
+a new graph (features as DGL carries them); the ids a subgraph was taken from are in
+``ndata[dgl.NID]`` / ``edata[dgl.EID]``. The self-loop and reverse-edge functions work per relation
+on heterographs too, as DGL's.
 """
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+import warnings
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
+from unigraph.dgl import function as fn
 from unigraph.dgl.base import EID, NID, DGLError, is_all
+from unigraph.dgl.convert import heterograph
 from unigraph.dgl.graph import DGLGraph
-from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation, relation_graph
-from unigraph.dgl.views import first_appearance
+from unigraph.dgl.heteroblock import DGLHeteroBlock
+from unigraph.dgl.heterograph import DGLHeteroGraph, kept_per_part, one_relation, relation_graph
+from unigraph.dgl.views import as_ids, first_appearance
 from unigraph.graph import Graph as CoreGraph
 from unigraph.graph import unique_pairs
 
@@ -24,43 +32,246 @@ def _homogeneous(g: Any, what: str) -> DGLGraph:
     return one_relation(g, what, DGLGraph)
 
 
-def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_data: float = 1.0,
-                  etype: Any = None) -> DGLGraph:
-    """One more edge ``i -> i`` per node, after the existing edges (also where one exists); the
-    new edges' features are ``fill_data`` (DGL's ``add_self_loop``)."""
-    g = _homogeneous(g, "add_self_loop")
-    if g.is_bipartite:
-        raise DGLError("add_self_loop needs a homogeneous graph (source and destination types equal)")
-    src, dst = g._coo()
-    loops = torch.arange(g._num_src, device=g.device)
-    names = set(g.edata) if edge_feat_names is None else set(edge_feat_names)
-    edata = {key: torch.cat([value, value.new_full((g._num_src,) + tuple(value.shape[1:]), fill_data)])
-             for key, value in g.edata.items() if key in names}
+def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_data: Any = 1.0,
+                  etype: Any = None):
+    """One more edge ``i -> i`` per node, after the existing edges of relation ``etype`` (also
+    where one exists). The new edges' features named in ``edge_feat_names`` (default: all) are
+    ``fill_data``, or with ``fill_data`` one of ``'sum'``, ``'mean'``, ``'max'``, ``'min'`` that
+    reduction of the node's incoming edges' features (0 without any); the others are the edge
+    initializer's (zeros). DGL's ``add_self_loop``; batch information is dropped, as DGL does."""
+    cet, relation = _same_type_relation(g, etype, "add_self_loop")
+    count = relation._num_src
+    names = list(relation.edata) if edge_feat_names is None else list(edge_feat_names)
+    unknown = [name for name in names if name not in relation.edata]
+    if unknown:
+        raise DGLError(f"add_self_loop: edge_feat_names {unknown} are not edge features of {cet} "
+                       f"({sorted(relation.edata)})")
+    fill = _loop_features(relation, names, fill_data)
+    loops = torch.arange(count, device=relation.device)
+    src, dst = relation._coo()
+    edata = {key: torch.cat([value, fill[key] if key in fill else
+                             relation._initial("edge", key, (count,) + tuple(value.shape[1:]), value.dtype,
+                                               value.device)])
+             for key, value in relation.edata.items()}
+    if isinstance(g, DGLHeteroGraph):
+        out = g.clone()
+        out._set_relation(cet, torch.cat([src, loops]), torch.cat([dst, loops]), edata)
+        return out
     return g._derived(torch.cat([src, loops]), torch.cat([dst, loops]), edata=edata)
 
 
-def remove_self_loop(g: Any, etype: Any = None) -> DGLGraph:
-    """Every edge ``i -> i`` removed (its features with it)."""
-    g = _homogeneous(g, "remove_self_loop")
-    src, dst = g._coo()
-    keep = (src != dst).nonzero().flatten()
-    return g._derived(src[keep], dst[keep], edata={key: value[keep] for key, value in g.edata.items()})
+LOOP_REDUCERS = ("sum", "mean", "max", "min")
+
+
+def _loop_features(relation: DGLGraph, names: list[str], fill_data: Any) -> dict[str, Tensor]:
+    """The self-loops' features ``names``: the constant ``fill_data``, or the reduction it names of
+    each node's incoming edge features (DGL's update_all: 0 where a node has no in-edge)."""
+    count = relation._num_src
+    if isinstance(fill_data, str):
+        if fill_data not in LOOP_REDUCERS:
+            raise DGLError(f"add_self_loop: fill_data must be a number or one of {LOOP_REDUCERS}, got {fill_data!r}")
+        scratch = relation.local_var()
+        out = {}
+        for name in names:
+            scratch.update_all(fn.copy_e(name, "__loop"), getattr(fn, fill_data)("__loop", "__loop"))
+            out[name] = scratch.dstdata.pop("__loop")
+        return out
+    if isinstance(fill_data, bool) or not isinstance(fill_data, (int, float)):
+        raise DGLError(f"add_self_loop: fill_data must be an int, a float or a reducer name, got {fill_data!r}")
+    out = {}
+    for name in names:  # DGL's cast: the constant in the feature's dtype (1.5 is 1 for integer features)
+        value = relation.edata[name]
+        out[name] = value.new_zeros((count,) + tuple(value.shape[1:])) + torch.tensor([fill_data]).to(value)
+    return out
+
+
+def _same_type_relation(g: Any, etype: Any, what: str) -> tuple[tuple[str, str, str], DGLGraph]:
+    """The relation ``etype`` of ``g`` (a graph or a heterograph), which must join one node type."""
+    _graph_only(g, what)
+    cet = g.to_canonical_etype(etype)
+    if cet[0] != cet[2]:
+        raise DGLError(f"{what} does not support unidirectional bipartite graphs: {cet} joins two node types")
+    return cet, g[cet] if isinstance(g, DGLHeteroGraph) else g
+
+
+def remove_self_loop(g: Any, etype: Any = None):
+    """Every edge ``i -> i`` of relation ``etype`` removed (its features with it), as
+    :func:`remove_edges` removes them (batch counts follow)."""
+    cet, relation = _same_type_relation(g, etype, "remove_self_loop")
+    src, dst = relation._coo()
+    return remove_edges(g, (src == dst).nonzero().flatten(), etype=cet)
 
 
 class AddSelfLoop:
-    """DGL's ``transforms.AddSelfLoop``: remove self-loops, then add one per node (with
-    ``allow_duplicate=True``, add without removing)."""
+    """DGL's ``transforms.AddSelfLoop``: on every relation that joins one node type, remove its
+    self-loops (unless ``allow_duplicate``), then add one per node (features as
+    :func:`add_self_loop` fills them). ``new_etypes``: also a relation ``(t, 'self', t)`` of
+    self-loops for every node type ``t`` (without edge features); node and edge features are
+    carried over, batch information is not (DGL's)."""
 
     def __init__(self, allow_duplicate: bool = False, new_etypes: bool = False, edge_feat_names=None,
-                 fill_data: float = 1.0):
-        if new_etypes:
-            raise DGLError("AddSelfLoop(new_etypes=True) (heterographs) is not supported")
-        self.allow_duplicate, self.edge_feat_names, self.fill_data = allow_duplicate, edge_feat_names, fill_data
+                 fill_data: Any = 1.0):
+        self.allow_duplicate, self.new_etypes = allow_duplicate, new_etypes
+        self.edge_feat_names, self.fill_data = edge_feat_names, fill_data
 
-    def __call__(self, g: Any) -> DGLGraph:
-        if not self.allow_duplicate:
-            g = remove_self_loop(g)
-        return add_self_loop(g, self.edge_feat_names, self.fill_data)
+    def __call__(self, g: Any):
+        _graph_only(g, "AddSelfLoop")
+        for cet in g.canonical_etypes:
+            if cet[0] == cet[2]:
+                if not self.allow_duplicate:
+                    g = remove_self_loop(g, etype=cet)
+                g = add_self_loop(g, self.edge_feat_names, self.fill_data, etype=cet)
+        if not self.new_etypes:
+            return g
+        data = {(t, "self", t): (torch.arange(g.num_nodes(t), device=g.device),) * 2 for t in g.ntypes}
+        data.update({cet: g.edges(etype=cet) for cet in g.canonical_etypes})
+        return _restructured(g, data, copy_edata=True)
+
+
+class AddReverse:
+    """DGL's ``transforms.AddReverse``: for a relation ``(u, e, v)`` between two node types, a new
+    relation ``(v, 'rev_e', u)`` of its edges reversed; a relation within one node type gets the
+    reversed edges appended to itself (or, with ``sym_new_etype``, a new ``rev_e`` relation too).
+    Edge features of the reversed edges are copies with ``copy_edata``, else zeros where appended
+    and absent in a new relation. Node features are carried over, batch information is not."""
+
+    def __init__(self, copy_edata: bool = False, sym_new_etype: bool = False):
+        self.copy_edata, self.sym_new_etype = copy_edata, sym_new_etype
+
+    def __call__(self, g: Any):
+        _graph_only(g, "AddReverse")
+        data, appended = {}, []
+        for cet in g.canonical_etypes:
+            src, dst = g.edges(etype=cet)
+            utype, etype, vtype = cet
+            if utype == vtype and not self.sym_new_etype:
+                data[cet] = (torch.cat([src, dst]), torch.cat([dst, src]))
+                appended.append(cet)
+            else:
+                data[cet] = (src, dst)
+                data[(vtype, f"rev_{etype}", utype)] = (dst, src)
+        out = _restructured(g, data, copy_edata=False)
+        for cet in g.canonical_etypes:
+            utype, etype, vtype = cet
+            for key, value in g.edges[cet].data.items():
+                if cet in appended:
+                    out.edges[cet].data[key] = torch.cat([value, value if self.copy_edata else torch.zeros_like(value)])
+                    continue
+                out.edges[cet].data[key] = value
+                if self.copy_edata:
+                    out.edges[(vtype, f"rev_{etype}", utype)].data[key] = value
+        return out
+
+
+def _restructured(g: Any, data: dict, copy_edata: bool):
+    """A new graph of ``g``'s node types and counts with the relations ``data`` ({canonical etype:
+    (src, dst)}), ``g``'s node features and, with ``copy_edata``, the edge features of the
+    relations ``g`` has (DGL's ``update_graph_structure``)."""
+    out = heterograph(data, {t: g.num_nodes(t) for t in g.ntypes}, idtype=g.idtype, device=g.device)
+    for ntype in g.ntypes:
+        for key, value in g.nodes[ntype].data.items():
+            out.nodes[ntype].data[key] = value
+    if copy_edata:
+        for cet in g.canonical_etypes:
+            for key, value in g.edges[cet].data.items():
+                out.edges[cet].data[key] = value
+    return out
+
+
+def add_reverse_edges(g: Any, readonly: Any = None, copy_ndata: bool = True, copy_edata: bool = False,
+                      ignore_bipartite: bool = False, exclude_self: bool = True):
+    """Every relation within one node type gets its edges reversed appended (not for self-loops
+    with ``exclude_self``); a relation between two types is an error, or kept as it is with
+    ``ignore_bipartite`` (DGL's ``add_reverse_edges``). ``copy_ndata``: node features carried
+    over; ``copy_edata``: each edge's features (a reversed edge's are its original's) and
+    ``edata[dgl.EID]``, the original id of every edge. ``readonly`` is deprecated in DGL and does
+    nothing there either."""
+    if readonly is not None:
+        warnings.warn("add_reverse_edges: readonly is deprecated (DGL ignores it too)", DeprecationWarning,
+                      stacklevel=2)
+    _graph_only(g, "add_reverse_edges")
+    data, origin = {}, {}
+    for cet in g.canonical_etypes:
+        src, dst = g.edges(etype=cet)
+        eids = torch.arange(src.numel(), device=g.device)
+        if cet[0] != cet[2]:
+            if not ignore_bipartite:
+                raise DGLError(f"add_reverse_edges is not well defined for unidirectional bipartite graphs, but "
+                               f"{cet} is (pass ignore_bipartite=True to keep it as it is)")
+            data[cet], origin[cet] = (src, dst), eids
+            continue
+        back = (src != dst).nonzero().flatten() if exclude_self else eids
+        data[cet] = (torch.cat([src, dst[back]]), torch.cat([dst, src[back]]))
+        origin[cet] = torch.cat([eids, back])
+    out = _restructured(g, data, copy_edata=False)
+    if not copy_ndata:
+        for ntype in out.ntypes:
+            for key in list(out.nodes[ntype].data):
+                del out.nodes[ntype].data[key]
+    if copy_edata:
+        for cet, eids in origin.items():
+            for key, value in g.edges[cet].data.items():
+                out.edges[cet].data[key] = value[eids]
+            out.edges[cet].data[EID] = g._out_ids(eids)
+    return out
+
+
+# ---------------------------------------------------------------------- mutations as functions
+def add_nodes(g: Any, num: int, data: Any = None, ntype: Any = None):
+    """A copy of ``g`` with ``num`` more nodes (DGL's ``dgl.add_nodes``; see ``g.add_nodes``)."""
+    out = _mutable_copy(g, "add_nodes")
+    out.add_nodes(num, data=data, ntype=ntype)
+    return out
+
+
+def add_edges(g: Any, u: Any, v: Any, data: Any = None, etype: Any = None):
+    """A copy of ``g`` with the edges ``u -> v`` appended (DGL's ``dgl.add_edges``)."""
+    out = _mutable_copy(g, "add_edges")
+    out.add_edges(u, v, data=data, etype=etype)
+    return out
+
+
+def remove_nodes(g: Any, nids: Any, ntype: Any = None, store_ids: bool = False):
+    """A copy of ``g`` without the nodes ``nids`` and their edges (DGL's ``dgl.remove_nodes``)."""
+    out = _mutable_copy(g, "remove_nodes")
+    out.remove_nodes(nids, ntype=ntype, store_ids=store_ids)
+    return out
+
+
+def remove_edges(g: Any, eids: Any, etype: Any = None, store_ids: bool = False):
+    """A copy of ``g`` without the edges ``eids`` of relation ``etype`` (DGL's
+    ``dgl.remove_edges``): the other edges keep their order and features; a batched graph's edge
+    counts follow; with ``store_ids``, ``edata[dgl.EID]`` holds the ids they had."""
+    out = _mutable_copy(g, "remove_edges")
+    if isinstance(out, DGLHeteroGraph):
+        out.remove_edges(eids, etype=etype, store_ids=store_ids)
+        return out
+    removed = as_ids(eids, out.num_edges(etype), "edge ids", out.device)
+    if removed.numel() == 0:
+        return out  # DGL leaves the graph as it is
+    keep = torch.ones(out.num_edges, dtype=torch.bool, device=out.device)
+    keep[removed] = False
+    batch_edges = out._batch_num_edges
+    out.remove_edges(removed, etype=etype, store_ids=store_ids)
+    if batch_edges is not None:
+        out._batch_num_edges = kept_per_part(batch_edges, keep.nonzero().flatten()).to(batch_edges.device)
+    if store_ids:
+        out.edata[EID] = out._out_ids(keep.nonzero().flatten())
+    return out
+
+
+def _mutable_copy(g: Any, what: str):
+    return _graph_only(g, what).clone()
+
+
+def _graph_only(g: Any, what: str):
+    """``g`` when it is a unigraph.dgl graph or heterograph (a block is refused: DGL's transforms
+    and mutations do not take one either)."""
+    if getattr(g, "is_block", False):
+        raise DGLError(f"{what} on a block is not supported (DGL's does not take one either)")
+    if not isinstance(g, (DGLGraph, DGLHeteroGraph)):
+        raise DGLError(f"{what} expects a graph from unigraph.dgl, got {type(g).__name__}")
+    return g
 
 
 def to_bidirected(g: Any, copy_ndata: bool = False, readonly: Any = None) -> DGLGraph:
@@ -119,43 +330,143 @@ def out_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: 
     return _homogeneous(g, "out_subgraph").out_subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
 
 
-def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src_nodes: Any = None) -> DGLGraph:
-    """A block for the in-edges of ``dst_nodes`` (default: every node with an in-edge, in id
-    order), in edge id order: its destinations are ``dst_nodes``; its sources the destinations
-    (with ``include_dst_in_src``) then the other sources in order of first appearance. ``srcdata`` /
-    ``dstdata`` / ``edata`` hold the original ids (``dgl.NID`` / ``dgl.EID``) and features."""
-    g = _homogeneous(g, "to_block")
-    if g.is_bipartite:
-        raise DGLError("to_block needs a homogeneous graph")
-    if src_nodes is not None:
-        raise DGLError("to_block(src_nodes=...) is not supported")
-    if dst_nodes is None:
-        dst = (g.in_degrees().to(torch.int64) > 0).nonzero().flatten()
+def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src_nodes: Any = None):
+    """A block for the in-edges of ``dst_nodes``, in edge id order (DGL's ``to_block``).
+
+    ``dst_nodes``: ids, or ``{node type: ids}`` (a type left out has no destination node);
+    default: every node with an in-edge, in id order per type. The source nodes of each type are
+    its destination nodes (with ``include_dst_in_src``) then the other sources in order of first
+    appearance, relation after relation in ``canonical_etypes`` order (DGL's order); or exactly
+    ``src_nodes`` when given (every source of a kept edge among them, the destination nodes first
+    with ``include_dst_in_src``). ``srcdata`` / ``dstdata`` / ``edata`` hold the original ids
+    (``dgl.NID`` / ``dgl.EID``) and features.
+
+    A graph of one node type and one relation gives a :class:`DGLGraph` block; any other graph a
+    :class:`~unigraph.dgl.heteroblock.DGLHeteroBlock` whose ``g[etype]`` are such blocks. DGL 2.1
+    expects ``dst_nodes`` to hold every destination of the relations into their types (it
+    computes invalid ids otherwise); here the other edges are left out.
+    """
+    if getattr(g, "is_block", False):
+        raise DGLError("to_block needs a graph, not a block")
+    if not isinstance(g, (DGLGraph, DGLHeteroGraph)):
+        raise DGLError(f"to_block expects a graph from unigraph.dgl, got {type(g).__name__}")
+    relations = dict(g._relations) if isinstance(g, DGLHeteroGraph) else {g.canonical_etypes[0]: g}
+    counts = {t: g.num_nodes(t) for t in g.ntypes}
+    dst = _typed_ids(g, counts, dst_nodes, "dst_nodes") if dst_nodes is not None else _destinations(relations, counts)
+    given = None if src_nodes is None else _typed_ids(g, counts, src_nodes, "src_nodes")
+    src, edges = _block_layout(relations, counts, dst, include_dst_in_src, given)
+    if isinstance(g, DGLGraph) and not g.is_bipartite:
+        (cet, (eids, block_src, block_dst)), = edges.items()
+        block = DGLGraph._trusted(block_src, block_dst, src[cet[0]].numel(), dst[cet[2]].numel(), True)
+        block = g._carry(block)._with_types(*cet, block=True)
+        stores = {"src": {cet[0]: block.srcdata}, "dst": {cet[2]: block.dstdata}}
     else:
-        dst = g._node_ids(dst_nodes, g._num_dst)
-    position = torch.full((g._num_dst,), -1, dtype=torch.int64, device=g.device)
-    position[dst] = torch.arange(dst.numel(), device=g.device)
-    eids = (position[g._coo()[1]] >= 0).nonzero().flatten()  # every in-edge of dst, in edge id order (DGL's)
-    rows = position[g._coo()[1][eids]]
-    src_of_edge = g._coo()[0][eids]
-    local = torch.full((g._num_src,), -1, dtype=torch.int64, device=g.device)
-    if include_dst_in_src:
-        local[dst] = torch.arange(dst.numel(), device=g.device)
-    fresh = src_of_edge[local[src_of_edge] < 0]
-    others = first_appearance(fresh) if fresh.numel() else dst[:0]
-    local[others] = torch.arange(others.numel(), device=g.device) + (dst.numel() if include_dst_in_src else 0)
-    src = torch.cat([dst, others]) if include_dst_in_src else others
-    block = DGLGraph._trusted(local[src_of_edge], rows, src.numel(), dst.numel(), True)
-    block = g._carry(block)._with_types(g._srctype, g._etype, g._dsttype, block=True)
-    for key, value in g.ndata.items():
-        block.srcdata[key] = value[src]
-        block.dstdata[key] = value[dst]
-    block.srcdata[NID] = g._out_ids(src)
-    block.dstdata[NID] = g._out_ids(dst)
-    for key, value in g.edata.items():
-        block.edata[key] = value[eids]
-    block.edata[EID] = g._out_ids(eids)
+        blocks = {cet: DGLGraph._trusted(block_src, block_dst, src[cet[0]].numel(), dst[cet[2]].numel(), True)
+                  for cet, (_, block_src, block_dst) in edges.items()}
+        block = DGLHeteroBlock(blocks, {t: ids.numel() for t, ids in src.items()},
+                               {t: ids.numel() for t, ids in dst.items()}, g.idtype)
+        block._initializers.update({kind: dict(inits) for kind, inits in _any(g)._initializers.items()})
+        stores = {"src": block._src_stores, "dst": block._stores}
+    for side, ids_of in (("src", src), ("dst", dst)):
+        for ntype, store in stores[side].items():
+            ids = ids_of[ntype]
+            for key, value in g.nodes[ntype].data.items():
+                store[key] = value[ids]
+            store[NID] = g._out_ids(ids)
+    for cet, (eids, _, _) in edges.items():
+        target = block.edata if isinstance(block, DGLGraph) else block.edges[cet].data
+        for key, value in relations[cet].edata.items():
+            target[key] = value[eids]
+        target[EID] = g._out_ids(eids)
     return block
+
+
+def _any(g: Any) -> DGLGraph:
+    return g._any_relation() if isinstance(g, DGLHeteroGraph) else g
+
+
+def _typed_ids(g: Any, counts: dict[str, int], nodes: Any, what: str) -> dict[str, Tensor]:
+    """``{node type: int64 ids}`` for every type of ``g`` from DGL's forms: a dict by type (a type
+    left out has none) or, on a graph of one node type, the ids themselves."""
+    if not isinstance(nodes, Mapping):
+        if len(counts) != 1:
+            raise DGLError(f"the graph has node types {list(counts)}: give {what} as a dict {{node type: ids}}")
+        nodes = {next(iter(counts)): nodes}
+    unknown = [t for t in nodes if t not in counts]
+    if unknown:
+        raise DGLError(f"{what} names node types {unknown} the graph does not have ({list(counts)})")
+    return {t: _ids_or_mask(nodes[t], n, f"{what}[{t!r}]", g.device) if t in nodes
+            else torch.zeros(0, dtype=torch.int64, device=g.device) for t, n in counts.items()}
+
+
+def _ids_or_mask(nodes: Any, size: int, what: str, device: torch.device) -> Tensor:
+    if isinstance(nodes, Tensor) and nodes.dtype == torch.bool:
+        if nodes.numel() != size:
+            raise DGLError(f"{what}: a node mask must have {size} entries, got {nodes.numel()}")
+        return nodes.nonzero().flatten().to(device)
+    return as_ids(nodes, size, what, device)
+
+
+def _destinations(relations: dict, counts: dict[str, int]) -> dict[str, Tensor]:
+    """Every node of each type that some relation reaches, in id order (DGL's default dst_nodes)."""
+    device = next(iter(relations.values())).device
+    reached = {t: torch.zeros(n, dtype=torch.bool, device=device) for t, n in counts.items()}
+    for (_, _, dst_type), relation in relations.items():
+        reached[dst_type][relation._coo()[1]] = True
+    return {t: mask.nonzero().flatten() for t, mask in reached.items()}
+
+
+def _block_layout(relations: dict, counts: dict[str, int], dst: dict[str, Tensor], include_dst_in_src: bool,
+                  given: dict[str, Tensor] | None) -> tuple[dict[str, Tensor], dict]:
+    """The source nodes of each type and, per relation, ``(edge ids, block sources, block
+    destinations)``: the in-edges of ``dst`` in edge id order, renumbered into the block."""
+    device = next(iter(relations.values())).device
+    row = {t: _positions(ids, counts[t], device) for t, ids in dst.items()}  # old id -> destination row, else -1
+    kept = {}
+    for cet, relation in relations.items():
+        src_ids, dst_ids = relation._coo()
+        eids = (row[cet[2]][dst_ids] >= 0).nonzero().flatten()
+        kept[cet] = (eids, src_ids[eids], row[cet[2]][dst_ids[eids]])
+    if given is not None:
+        src = _checked_sources(given, dst, include_dst_in_src, counts, device)
+    else:
+        src = {}
+        for ntype, n in counts.items():
+            seeds = dst[ntype] if include_dst_in_src else dst[ntype][:0]
+            local = _positions(seeds, n, device)
+            sources = [kept[cet][1] for cet in relations if cet[0] == ntype]
+            fresh = torch.cat(sources) if sources else seeds[:0]
+            fresh = fresh[local[fresh] < 0]
+            src[ntype] = torch.cat([seeds, first_appearance(fresh) if fresh.numel() else seeds[:0]])
+    local = {t: _positions(ids, counts[t], device) for t, ids in src.items()}
+    edges = {}
+    for cet, (eids, old_src, rows) in kept.items():
+        block_src = local[cet[0]][old_src]
+        if bool((block_src < 0).any()):
+            missing = int(old_src[block_src < 0][0])
+            raise DGLError(f"src_nodes[{cet[0]!r}] lacks node {missing}, the source of an edge {cet} into dst_nodes")
+        edges[cet] = (eids, block_src, rows)
+    return src, edges
+
+
+def _positions(ids: Tensor, size: int, device: torch.device) -> Tensor:
+    """For each of ``size`` old ids, its position in ``ids`` (the last one where repeated), else -1."""
+    out = torch.full((size,), -1, dtype=torch.int64, device=device)
+    out[ids] = torch.arange(ids.numel(), device=device)
+    return out
+
+
+def _checked_sources(given: dict[str, Tensor], dst: dict[str, Tensor], include_dst_in_src: bool,
+                     counts: dict[str, int], device: torch.device) -> dict[str, Tensor]:
+    """``src_nodes`` as given, checked: no repeated id, the destination nodes first with
+    ``include_dst_in_src`` (a block reads its destinations' rows at the head of its sources)."""
+    for ntype, ids in given.items():
+        if torch.unique(ids).numel() != ids.numel():
+            raise DGLError(f"src_nodes[{ntype!r}] repeats a node id")
+        head = ids[:dst[ntype].numel()]
+        if include_dst_in_src and (head.numel() != dst[ntype].numel() or not torch.equal(head, dst[ntype])):
+            raise DGLError(f"src_nodes[{ntype!r}] must start with dst_nodes[{ntype!r}] (include_dst_in_src=True)")
+    return given
 
 
 # ---------------------------------------------------------------------- batches
@@ -284,7 +595,7 @@ def _cast(g: Any, dtype: torch.dtype):
     out = g.local_var()
     stores = [out.srcdata, out.edata] + ([out.dstdata] if getattr(out, "is_bipartite", False) else [])
     if isinstance(out, DGLHeteroGraph):
-        stores = list(out._stores.values()) + [r.edata for r in out._relations.values()]
+        stores = out._all_stores()
     for store in stores:
         for key, value in list(store.items()):
             if value.is_floating_point():
