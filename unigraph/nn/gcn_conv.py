@@ -37,8 +37,11 @@ class GCNConv(MessagePassing):
         \qquad \hat{d}_i = 1 + \sum_{j \in \mathcal{N}(i)} e_{j,i},
 
     with :math:`e_{j,i}` the edge weight from source :math:`j` to target :math:`i` (1 without
-    weights). Existing self-loops are replaced by one per node that keeps the weight of the
-    existing loop (PyG's ``add_remaining_self_loops``). On a bipartite block :math:`\hat{d}_j` is
+    weights). Existing self-loops are replaced by one per node, whose weight follows PyG's rule for
+    the call's form: with an ``edge_index`` (or a unigraph graph) it keeps the weight of the existing
+    loop (``add_remaining_self_loops``); a ``SparseTensor``'s diagonal becomes the fill value (1, or 2
+    with ``improved``: ``fill_diag``); a torch sparse adjacency's existing loop and the added one add
+    up (``add_self_loops``). On a bipartite block :math:`\hat{d}_j` is
     the weighted out-degree of source :math:`j` in the block (DGL's ``norm="both"``); on a full
     graph both ends use the in-degree, as PyG does.
 
@@ -177,26 +180,33 @@ class GCNConv(MessagePassing):
         if edge_weight is None and not compiling:  # a function of the structure alone: cache it on the graph
             # (not read while compiling: whether a graph has it would be guarded, and a graph normalized
             # eagerly would recompile the model)
-            key = ("unigraph.nn", "gcn_norm", self.improved, self.add_self_loops, dtype)
-            result = g.memo(key, lambda: self._normalize(g, None, dtype))
+            key = ("unigraph.nn", "gcn_norm", self.improved, self.add_self_loops, dtype, _loop_rule(form))
+            result = g.memo(key, lambda: self._normalize(g, None, dtype, form))
         else:
-            result = self._normalize(g, edge_weight, dtype)
+            result = self._normalize(g, edge_weight, dtype, form)
         if self.cached and not compiling:
             looped, weights = result
             self._cached_norm = (weakref.ref(g), looped, weights.detach(), form)
         return result
 
-    def _normalize(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+    def _normalize(self, g: Graph, edge_weight: Tensor | None, dtype: torch.dtype,
+                   form: str = "graph") -> tuple[Graph, Tensor]:
         """Degrees are summed in float32 at least, then the weights cast to ``dtype``: in bfloat16
-        (autocast) a sum of ones stops growing at 256, and a hub's degree would come out wrong."""
+        (autocast) a sum of ones stops growing at 256, and a hub's degree would come out wrong.
+        A node's existing self-loop is treated as PyG treats it in the call's form (:func:`_loop_rule`)."""
         fill = 2.0 if self.improved else 1.0
         exact = torch.promote_types(dtype, torch.float32)
         weights = edge_weight if edge_weight is not None else torch.ones(g.num_edges, dtype=exact, device=g.device)
         weights = weights.to(exact)
         if self.add_self_loops:
             looped = with_self_loops(g)
-            # an existing self-loop keeps its weight (the last one where a node has several)
-            loop_weights = looped.existing_loop_values(weights, fill)
+            rule = _loop_rule(form)
+            if rule == "keep":      # the existing loop's weight (the last one where a node has several)
+                loop_weights = looped.existing_loop_values(weights, fill)
+            elif rule == "replace":
+                loop_weights = weights.new_full((looped.num_loops,), fill)
+            else:                   # "add": the new loop beside the existing one, weights summed
+                loop_weights = looped.existing_loop_values(weights, 0.0) + fill
             g, weights = looped.graph, looped.edge_values(weights, loop_weights)
         in_degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
         out_degree = weights.new_zeros(g.num_src_nodes).index_add(0, g.src, weights) if g.is_bipartite else in_degree
@@ -206,6 +216,15 @@ class GCNConv(MessagePassing):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
+
+
+def _loop_rule(form: str) -> str:
+    """What the added self-loops do with a node's existing one, as PyG's ``gcn_norm`` does in each
+    call form: an ``edge_index`` (and unigraph's graph form) keeps the existing loop's weight
+    (``add_remaining_self_loops``); a ``SparseTensor`` replaces its diagonal by the fill value
+    (``fill_diag``); a torch sparse adjacency gets a loop of the fill value beside the existing
+    one (``add_self_loops``: the two weights add up)."""
+    return {"sparse_tensor": "replace", "torch_sparse": "add"}.get(form, "keep")
 
 
 def _inverse_sqrt(degree: Tensor) -> Tensor:
