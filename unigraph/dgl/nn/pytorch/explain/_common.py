@@ -83,7 +83,8 @@ def node_list(nodes: Any, count: int, what: str) -> list[int]:
     """Node ids given as an int, a 0-d or 1-d tensor or an iterable of ints, as a list, in range."""
     if isinstance(nodes, Tensor):
         if nodes.is_floating_point() or nodes.dtype == torch.bool or nodes.dim() > 1:
-            raise TypeError(f"{what} must be integer node ids, got a {nodes.dtype} tensor of shape {tuple(nodes.shape)}")
+            raise TypeError(f"{what} must be integer node ids, got a {nodes.dtype} tensor of shape "
+                            f"{tuple(nodes.shape)}")
         nodes = nodes.tolist()
     if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
         nodes = [nodes]

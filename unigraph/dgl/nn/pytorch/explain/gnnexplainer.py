@@ -39,6 +39,8 @@ def _entropy(mask: Tensor) -> Tensor:
 
 
 def _edge_mask_logits(num_edges: int, num_nodes: int, device) -> nn.Parameter:
+    """DGL's initial edge logits; ``num_nodes`` is its count in the std: 2N on a homogeneous
+    graph, N_src + N_dst for one relation of a heterograph."""
     std = nn.init.calculate_gain("relu")
     if num_nodes > 0:
         std *= sqrt(2.0 / num_nodes)
@@ -250,6 +252,6 @@ class HeteroGNNExplainer(_MaskExplainer):
     @staticmethod
     def _typed_output(logits: Any, ntype: str, who: str) -> Tensor:
         if not isinstance(logits, dict) or ntype not in logits:
-            raise DGLError(f"{who}: the model must return {{node type: logits}} including {ntype!r}, got "
-                           f"{type(logits).__name__}" + (f" with keys {list(logits)}" if isinstance(logits, dict) else ""))
+            got = f"keys {list(logits)}" if isinstance(logits, dict) else type(logits).__name__
+            raise DGLError(f"{who}: the model must return {{node type: logits}} including {ntype!r}, got {got}")
         return logits[ntype]

@@ -115,13 +115,13 @@ class _ShapleySearch(nn.Module):
         return self._shapley_ids(self._ids_of(subgraph_nodes))
 
     def _shapley_ids(self, ids: Tensor) -> float:
-        view, num_nodes = self._view, self._view.num_nodes()
+        """:meth:`shapley` of the sorted ids ``ids`` of the searched graph; the masks are drawn as
+        DGL draws them (one permutation of the player list per step, exclusion mask first)."""
+        num_nodes = self._view.num_nodes()
         members = ids.tolist()
         region = members
         for _ in range(self.num_hops - 1):
-            in_nbrs, _ = view.in_edges(region)
-            _, out_nbrs = view.out_edges(region)
-            region = list(set(region + torch.cat([in_nbrs, out_nbrs]).tolist()))
+            region = list(set(region + self._neighbours(region)))
         # the players, listed as DGL lists them (a permutation of the same list draws the same order)
         split_point = num_nodes
         players = list(set(region) - set(members)) + [split_point]
@@ -139,6 +139,19 @@ class _ShapleySearch(nn.Module):
                 excluded = self._target_prob(exclude)
                 contributions.append(self._target_prob(include) - excluded)
         return torch.cat(contributions).mean().item()
+
+    def _neighbours(self, region: list[int]) -> list[int]:
+        """The in-neighbours, then the out-neighbours of ``region``, listed as DGL's ``in_edges``
+        and ``out_edges`` list them (node by node in the order of ``region``, edge id order within),
+        so that the sets built from them iterate in DGL's order."""
+        src, dst = self._edges
+        rank = torch.full((self._view.num_nodes(),), -1, dtype=torch.int64)
+        rank[torch.tensor(region, dtype=torch.int64)] = torch.arange(len(region))
+        into = (rank[dst] >= 0).nonzero().flatten()
+        into = into[torch.sort(rank[dst[into]], stable=True).indices]
+        out_of = (rank[src] >= 0).nonzero().flatten()
+        out_of = out_of[torch.sort(rank[src[out_of]], stable=True).indices]
+        return torch.cat([src[into], dst[out_of]]).tolist()
 
     # ------------------------------------------------------------------ tree
     def get_mcts_children(self, mcts_node: MCTSNode) -> list[MCTSNode]:
@@ -193,7 +206,7 @@ class _ShapleySearch(nn.Module):
         if view.num_nodes() <= self.node_min:
             raise DGLError(f"{type(self).__name__}: the graph has {view.num_nodes()} nodes; it needs more than "
                            f"node_min={self.node_min}")
-        self._view, self._idtype = view, view.idtype
+        self._view, self._idtype, self._device = view, view.idtype, view.device
         self._edges = tuple(ids.long().cpu() for ids in view.edges())
         root = MCTSNode(root_nodes, root_ids)
         self.mcts_node_maps = {tuple(root_ids.tolist()): root}
@@ -226,7 +239,7 @@ class SubgraphX(_ShapleySearch):
         return self.model(self.graph, feat, **self.kwargs).softmax(dim=-1)[:, self.target_class]
 
     def _public(self, ids: Tensor) -> Tensor:
-        return ids.to(self._idtype)
+        return ids.to(device=self._device, dtype=self._idtype)
 
     def _ids_of(self, nodes) -> Tensor:
         return torch.as_tensor(nodes).long().cpu()
@@ -266,7 +279,7 @@ class HeteroSubgraphX(_ShapleySearch):
         return self.model(self.graph, feat, **self.kwargs).softmax(dim=-1)[:, self.target_class]
 
     def _public(self, ids: Tensor) -> dict[str, Tensor]:
-        return {ntype: (ids[(ids >= start) & (ids < stop)] - start).to(self._idtype)
+        return {ntype: (ids[(ids >= start) & (ids < stop)] - start).to(device=self._device, dtype=self._idtype)
                 for ntype, (start, stop) in self._ranges.items()}
 
     def _ids_of(self, nodes: Mapping[str, Tensor]) -> Tensor:
@@ -285,7 +298,7 @@ class HeteroSubgraphX(_ShapleySearch):
         counts = np.cumsum([0] + [graph.num_nodes(ntype) for ntype in graph.ntypes]).tolist()
         self._ranges = {ntype: (counts[i], counts[i + 1]) for i, ntype in enumerate(graph.ntypes)}
         view = to_homogeneous(graph)
-        self._idtype = view.idtype
+        self._idtype, self._device = view.idtype, view.device
         all_ids = torch.arange(view.num_nodes())
         return self._search(view, self._public(all_ids), all_ids)
 
