@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.nn import Linear, Parameter
+from torch.nn import Parameter
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
@@ -193,21 +193,14 @@ class GCNConv(MessagePassing):
                    form: str = "graph") -> tuple[Graph, Tensor]:
         """Degrees are summed in float32 at least, then the weights cast to ``dtype``: in bfloat16
         (autocast) a sum of ones stops growing at 256, and a hub's degree would come out wrong.
-        A node's existing self-loop is treated as PyG treats it in the call's form (:func:`_loop_rule`)."""
+        A node's existing self-loop is treated as PyG treats it in the call's form (:func:`loop_weights`)."""
         fill = 2.0 if self.improved else 1.0
         exact = torch.promote_types(dtype, torch.float32)
         weights = edge_weight if edge_weight is not None else torch.ones(g.num_edges, dtype=exact, device=g.device)
         weights = weights.to(exact)
         if self.add_self_loops:
             looped = with_self_loops(g)
-            rule = _loop_rule(form)
-            if rule == "keep":      # the existing loop's weight (the last one where a node has several)
-                loop_weights = looped.existing_loop_values(weights, fill)
-            elif rule == "replace":
-                loop_weights = weights.new_full((looped.num_loops,), fill)
-            else:                   # "add": the new loop beside the existing one, weights summed
-                loop_weights = looped.existing_loop_values(weights, 0.0) + fill
-            g, weights = looped.graph, looped.edge_values(weights, loop_weights)
+            g, weights = looped.graph, looped.edge_values(weights, loop_weights(looped, weights, form, fill))
         in_degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
         out_degree = weights.new_zeros(g.num_src_nodes).index_add(0, g.src, weights) if g.is_bipartite else in_degree
         norm = (_inverse_sqrt(out_degree).index_select(0, g.src) * weights
@@ -218,13 +211,24 @@ class GCNConv(MessagePassing):
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
 
 
+def loop_weights(looped: Any, weights: Tensor, form: str, fill: float = 1.0) -> Tensor:
+    """One weight per added self-loop (``looped``: :func:`unigraph.self_loops.with_self_loops`),
+    as PyG's self-loop helper of the call's form sets it in ``gcn_norm``: an ``edge_index`` (and
+    unigraph's graph form) keeps a node's existing loop weight, ``fill`` where it has none (the last
+    loop where it has several: ``add_remaining_self_loops``); a ``SparseTensor``'s diagonal becomes
+    ``fill`` (``fill_diag``); a torch sparse adjacency gets a loop of ``fill`` beside the existing one,
+    the two weights adding up (``add_self_loops``)."""
+    if form == "sparse_tensor":
+        return weights.new_full((looped.num_loops,), fill)
+    if form == "torch_sparse":
+        slots = weights.new_full((looped.num_loops + 1,), fill)   # (the last slot takes the other edges)
+        return slots.index_put((looped.loop_slot,), weights, accumulate=True)[: looped.num_loops]
+    return looped.existing_loop_values(weights, fill)
+
+
 def _loop_rule(form: str) -> str:
-    """What the added self-loops do with a node's existing one, as PyG's ``gcn_norm`` does in each
-    call form: an ``edge_index`` (and unigraph's graph form) keeps the existing loop's weight
-    (``add_remaining_self_loops``); a ``SparseTensor`` replaces its diagonal by the fill value
-    (``fill_diag``); a torch sparse adjacency gets a loop of the fill value beside the existing
-    one (``add_self_loops``: the two weights add up)."""
-    return {"sparse_tensor": "replace", "torch_sparse": "add"}.get(form, "keep")
+    """The part of the call's form :func:`loop_weights` reads (a cache key)."""
+    return form if form in ("sparse_tensor", "torch_sparse") else "keep"
 
 
 def _inverse_sqrt(degree: Tensor) -> Tensor:

@@ -1,0 +1,102 @@
+"""PPFConv: PPFNet's convolution over point pair features."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from unigraph.message_passing.inputs import split_pair
+from unigraph.nn.checks import reset_module
+from unigraph.nn.point_conv import (
+    EdgeMessages, check_network, node_pair, point_graph, source_features, source_rows)
+
+
+def angle(v1: Tensor, v2: Tensor) -> Tensor:
+    r"""The angle between the rows of ``v1`` and ``v2`` (3-D vectors),
+    :math:`\operatorname{atan2}(\lVert v_1 \times v_2 \rVert, v_1 \cdot v_2)`, in :math:`[0, \pi]`.
+    With a zero vector it is ``atan2(0, 0) = 0``, with a zero gradient (eager torch sums from +0;
+    under ``torch.compile`` the zero dot product may come out -0, and the angle :math:`\pi`, in
+    PyG's layer too)."""
+    sine = torch.linalg.vector_norm(torch.cross(v1, v2, dim=1), dim=1)
+    return torch.atan2(sine, (v1 * v2).sum(dim=1))
+
+
+def point_pair_features(pos_i: Tensor, pos_j: Tensor, normal_i: Tensor, normal_j: Tensor) -> Tensor:
+    r"""``[E, 4]``: :math:`(\lVert d \rVert, \angle(n_i, d), \angle(n_j, d), \angle(n_i, n_j))` per
+    pair, with :math:`d = p_j - p_i`."""
+    d = pos_j - pos_i
+    return torch.stack([torch.linalg.vector_norm(d, dim=1), angle(normal_i, d), angle(normal_j, d),
+                        angle(normal_i, normal_j)], dim=1)
+
+
+class PPFConv(EdgeMessages):
+    r"""The PPFNet operator from the `"PPFNet: Global Context Aware Local Features for Robust 3D
+    Point Matching" <https://arxiv.org/abs/1802.02669>`_ paper.
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \gamma_{\mathbf{\Theta}} \left( \max_{j \in
+        \mathcal{N}(i) \cup \{ i \}} h_{\mathbf{\Theta}} ( \mathbf{x}_j \,\Vert\,
+        \| \mathbf{d}_{j,i} \| \,\Vert\, \angle(\mathbf{n}_i, \mathbf{d}_{j,i}) \,\Vert\,
+        \angle(\mathbf{n}_j, \mathbf{d}_{j,i}) \,\Vert\, \angle(\mathbf{n}_i, \mathbf{n}_j) \right)
+
+    with :math:`\mathbf{d}_{j,i} = \mathbf{p}_j - \mathbf{p}_i` (3-D positions),
+    :math:`\mathbf{n}` the point normals, :math:`\angle(a, b) = \operatorname{atan2}(\lVert a \times
+    b \rVert, a \cdot b)`, :math:`h_{\mathbf{\Theta}}` (``local_nn``) run on one row per edge and
+    :math:`\gamma_{\mathbf{\Theta}}` (``global_nn``) on the aggregated rows; a missing network is
+    the identity. An angle with the zero vector :math:`\mathbf{d}_{i,i}` of a self-loop is 0, with
+    a zero gradient (:func:`angle`).
+
+    Args:
+        local_nn (torch.nn.Module, optional): :math:`h_{\mathbf{\Theta}}`, ``[-1, F_in + 4]`` to
+            ``[-1, F_out]``. (default: ``None``)
+        global_nn (torch.nn.Module, optional): :math:`\gamma_{\mathbf{\Theta}}`, ``[-1, F_out]`` to
+            ``[-1, F_final]``. (default: ``None``)
+        add_self_loops (bool, optional): replace the self-loops by one per node. (default: ``True``)
+        **kwargs: :class:`~unigraph.message_passing.MessagePassing` arguments (``aggr``, default
+            ``"max"``; ``flow``; ...), as PyG's.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F_{in})`, ``None``, or a pair whose
+          destination part is not read; positions and normals :math:`(|\mathcal{V}|, 3)` or pairs
+          :math:`((|\mathcal{V}_s|, 3), (|\mathcal{V}_t|, 3))` (bipartite); ``edge_index`` in any of
+          PyG's forms or a graph object (:func:`~unigraph.nn.point_conv.point_graph`)
+        - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
+    """
+
+    def __init__(self, local_nn: Callable | None = None, global_nn: Callable | None = None,
+                 add_self_loops: bool = True, **kwargs: Any):
+        kwargs.setdefault("aggr", "max")
+        super().__init__(**kwargs)
+        self.local_nn = check_network(local_nn, "local_nn", type(self).__name__)
+        self.global_nn = check_network(global_nn, "global_nn", type(self).__name__)
+        self.add_self_loops = add_self_loops
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.aggr_module is not None:
+            reset_module(self.aggr_module)
+        reset_module(self.local_nn)
+        reset_module(self.global_nn)
+
+    def forward(self, x: Any, pos: Any, normal: Any, edge_index: Any) -> Tensor:
+        who = type(self).__name__
+        g, pos_src, pos_dst = point_graph(self, who, pos, edge_index, loops_past_sources=False)
+        node_pair(normal, "normal", who)
+        normal_src, normal_dst = split_pair(g, normal, "normal")
+        for name, value in (("pos", pos_src), ("normal", normal_src)):
+            if value.shape[1] != 3:
+                raise ValueError(f"{who} takes 3-D {name} (angles come from cross products), got width "
+                                 f"{value.shape[1]}")
+        x_src = source_rows(g, source_features(x, who), "x")
+        msg = point_pair_features(pos_dst.index_select(0, g.dst), pos_src.index_select(0, g.src),
+                                  normal_dst.index_select(0, g.dst), normal_src.index_select(0, g.src))
+        if x_src is not None:
+            msg = torch.cat([x_src.index_select(0, g.src), msg], dim=1)
+        if self.local_nn is not None:
+            msg = self.local_nn(msg)
+        out = self.propagate(g, msg=msg)
+        return self.global_nn(out) if self.global_nn is not None else out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(local_nn={self.local_nn}, global_nn={self.global_nn})"
