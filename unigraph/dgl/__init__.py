@@ -29,7 +29,12 @@ from unigraph.dgl.positional import LapPE, lap_pe, shortest_dist
 from unigraph.dgl.readout import (
     broadcast_edges, broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
     softmax_edges, softmax_nodes, sum_edges, sum_nodes, topk_edges, topk_nodes)
+from unigraph.dgl.neighbor_sampling import sort_csc_by_tag, sort_csr_by_tag
+from unigraph.dgl.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
 from unigraph.dgl.reorder import reorder_graph
+from unigraph.dgl.traversal import (
+    bfs_edges_generator, bfs_nodes_generator, dfs_edges_generator, dfs_labeled_edges_generator,
+    topological_nodes_generator)
 from unigraph.dgl.transforms import (
     AddReverse, AddSelfLoop, add_edges, add_nodes, add_reverse_edges, add_self_loop, batch, edge_subgraph,
     in_subgraph, node_subgraph, out_subgraph, remove_edges, remove_nodes, remove_self_loop, reverse,

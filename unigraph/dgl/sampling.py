@@ -1,5 +1,11 @@
-r"""``dgl.sampling``'s random walks: :func:`random_walk` (uniform, weighted, with restart, along a
-metapath of a heterograph), :func:`node2vec_random_walk` and :func:`pack_traces`.
+r"""``dgl.sampling``: the random walks here (:func:`random_walk`: uniform, weighted, with restart,
+along a metapath of a heterograph; :func:`node2vec_random_walk`; :func:`pack_traces`), and the
+neighbour samplers of :mod:`unigraph.dgl.neighbor_sampling` (``sample_neighbors``,
+``sample_neighbors_fused``, ``sample_etype_neighbors``, ``sample_neighbors_biased``,
+``select_topk``), the negative sampler of :mod:`unigraph.dgl.negative_sampling`
+(``global_uniform_negative_sampling``) and the random-walk neighbourhoods of
+:mod:`unigraph.dgl.pinsage_sampling` (``RandomWalkNeighborSampler``, ``PinSAGESampler``), under
+DGL's names.
 
 A walk of ``L`` steps from seed :math:`v_0` draws, at step :math:`t`, one out-edge
 :math:`e = (v_t, x)` of relation ``metapath[t]`` with probability
@@ -30,8 +36,8 @@ all weigh 0 is a dead end (DGL: undefined), negative or non-finite ``prob`` valu
 a ``prob`` named on none of the metapath's relations is refused (DGL walks them uniformly; on
 some of them only, DGL's rule holds: the others are walked uniformly), node2vec refuses a
 heterograph (DGL returns garbage), seeds may have any integer dtype, graphs may be on any device.
-DGL's other ``dgl.sampling`` functions (neighbour sampling, PinSAGE) are not here: each
-raises NotImplementedError when called (see :data:`NOT_OFFERED`).
+DGL's ``sample_labors`` (LABOR sampling) is not offered: it raises NotImplementedError when
+called (see :data:`NOT_OFFERED`).
 """
 from __future__ import annotations
 
@@ -41,14 +47,18 @@ import torch
 from torch import Tensor
 
 from unigraph.dgl.base import DGLError
+from unigraph.dgl.negative_sampling import global_uniform_negative_sampling
+from unigraph.dgl.neighbor_sampling import (
+    sample_etype_neighbors, sample_neighbors, sample_neighbors_biased, sample_neighbors_fused, select_topk)
+from unigraph.dgl.pinsage_sampling import PinSAGESampler, RandomWalkNeighborSampler
 from unigraph.dgl.views import as_ids
 
-__all__ = ["random_walk", "node2vec_random_walk", "pack_traces"]
+__all__ = ["random_walk", "node2vec_random_walk", "pack_traces", "sample_neighbors", "sample_neighbors_fused",
+           "sample_etype_neighbors", "sample_neighbors_biased", "select_topk", "global_uniform_negative_sampling",
+           "RandomWalkNeighborSampler", "PinSAGESampler"]
 
 # DGL 2.1's dgl.sampling names that unigraph.dgl does not offer (yet): using one raises by name
-NOT_OFFERED = ("sample_neighbors", "sample_neighbors_fused", "sample_labors", "sample_neighbors_biased",
-               "sample_etype_neighbors", "select_topk", "global_uniform_negative_sampling",
-               "PinSAGESampler", "RandomWalkNeighborSampler")
+NOT_OFFERED = ("sample_labors",)
 
 
 def __getattr__(name: str):
