@@ -16,7 +16,8 @@ from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
 from unigraph.nn.lazy import LAZY, make_linear, materialize
 from unigraph.nn.projection import linear
-from unigraph.nn.sg_conv import InputCache, gcn_norm, loop_weights, refuse_cache_value
+from unigraph.nn.gcn_conv import loop_weights
+from unigraph.nn.sg_conv import InputCache, gcn_norm, refuse_cache_value
 from unigraph.self_loops import with_self_loops
 
 AGGREGATORS = ("sum", "mean", "symnorm", "min", "max", "var", "std")

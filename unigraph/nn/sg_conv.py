@@ -24,7 +24,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_rows
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import check_positive, edge_input
-from unigraph.nn.gcn_conv import _inverse_sqrt, loop_weights  # noqa: F401 (loop_weights: layers import it from here)
+from unigraph.nn.gcn_conv import _inverse_sqrt, loop_weights
 from unigraph.nn.lazy import LAZY, make_linear, materialize
 from unigraph.self_loops import with_self_loops
 
