@@ -83,7 +83,7 @@ class RandomWalkNeighborSampler:
 
     def __call__(self, seed_nodes) -> "object":
         from unigraph.dgl.convert import heterograph
-        from unigraph.dgl.sampling import random_walk
+        from unigraph.dgl.random_walks import random_walk
         seeds = as_ids(seed_nodes, self.G.num_nodes(self.ntype), "seed_nodes", self.G.device)
         walkers = seeds.repeat_interleave(self.num_random_walks)
         paths, _ = random_walk(self.G, walkers, metapath=self.full_metapath,
