@@ -24,6 +24,7 @@ from unigraph.dgl.convert import (
     bipartite_from_scipy, create_block, from_networkx, from_scipy, graph, heterograph, rand_bipartite, rand_graph,
     to_heterogeneous, to_homogeneous)
 from unigraph.dgl.graph import DGLGraph
+from unigraph.dgl.convert import bipartite_from_networkx, block_to_graph, to_networkx
 from unigraph.dgl.heterograph import DGLHeteroGraph
 from unigraph.dgl.positional import LapPE, lap_pe, shortest_dist
 from unigraph.dgl.readout import (
@@ -32,13 +33,15 @@ from unigraph.dgl.readout import (
 from unigraph.dgl.neighbor_sampling import sort_csc_by_tag, sort_csr_by_tag
 from unigraph.dgl.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
 from unigraph.dgl.reorder import reorder_graph
+from unigraph.dgl.subgraph import edge_type_subgraph, khop_in_subgraph, khop_out_subgraph, node_type_subgraph
 from unigraph.dgl.traversal import (
     bfs_edges_generator, bfs_nodes_generator, dfs_edges_generator, dfs_labeled_edges_generator,
     topological_nodes_generator)
 from unigraph.dgl.transforms import (
     AddReverse, AddSelfLoop, add_edges, add_nodes, add_reverse_edges, add_self_loop, batch, edge_subgraph,
-    in_subgraph, node_subgraph, out_subgraph, remove_edges, remove_nodes, remove_self_loop, reverse,
-    to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half, to_simple, unbatch)
+    in_subgraph, metapath_reachable_graph, node_subgraph, out_subgraph, remove_edges, remove_nodes,
+    remove_self_loop, reverse, slice_batch, to_bfloat16, to_bidirected, to_block, to_double, to_float, to_half,
+    to_simple, unbatch)
 
 
 def seed(val: int) -> None:
@@ -50,7 +53,7 @@ def seed(val: int) -> None:
 
 def __getattr__(name: str):
     # the heavier sub-packages load on first use, as `import dgl` does not build every layer either
-    if name in ("nn", "dataloading", "data", "sampling"):
+    if name in ("nn", "dataloading", "data", "sampling", "utils"):
         import importlib
         return importlib.import_module(f"unigraph.dgl.{name}")
     if name in ("knn_graph", "segmented_knn_graph", "radius_graph"):   # (they live with their modules, in nn)

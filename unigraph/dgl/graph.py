@@ -8,7 +8,11 @@ initializers, the structure queries (``edge_ids``, ``in_edges``, ``successors``,
 mutations DGL performs in place (``add_nodes``, ``add_edges``, ``remove_edges``, ``remove_nodes``:
 they rebuild the validated structure and drop every cached format, so nothing computed for the old
 edges survives) and DGL's message passing entry points (:mod:`unigraph.dgl.messages`). Several
-relations are a :class:`~unigraph.dgl.heterograph.DGLHeteroGraph`.
+relations are a :class:`~unigraph.dgl.heterograph.DGLHeteroGraph`. What both classes share
+through their public face (subgraphs, ``metagraph``, ``to_networkx``, ``inc``, ``filter_nodes``,
+...) is the mixin :class:`~unigraph.dgl.common.GraphAPI`. A bipartite graph mutates per node type
+and keeps a batch's counts by type, as a heterograph does. ``formats()`` keeps DGL's sparse-format
+bookkeeping (what it reports and refuses), not a restriction of what unigraph builds.
 
 Ids: unigraph keeps every index in int64. ``idtype`` (``torch.int64`` or ``torch.int32``) is the
 dtype DGL would hand back: ids this class returns (``edges()``, ``nodes()``, ``edge_ids``, ...)
@@ -24,8 +28,10 @@ from torch import Tensor
 from unigraph import graph_compat
 from unigraph.dgl import adjacency, messages
 from unigraph.dgl.base import DEFAULT_ETYPE, DEFAULT_NTYPE, EID, NID, DGLError, is_all
+from unigraph.dgl.common import GraphAPI
 from unigraph.dgl.init import zero_initializer
-from unigraph.dgl.views import EdgeView, NodeView, TypedCount, TypedData, as_ids, first_appearance
+from unigraph.dgl.subgraph import TypedParts
+from unigraph.dgl.views import EdgeView, NodeView, TypedCount, TypedData, as_ids
 from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
@@ -40,11 +46,11 @@ def check_idtype(idtype: Any) -> torch.dtype:
     return idtype
 
 
-def _count(value: int, of: Callable[[Any], int]) -> int:
-    return value if torch.compiler.is_compiling() else TypedCount(value, of)
+def _count(value: int, of: Callable[[Any], int], keyword: str = "ntype") -> int:
+    return value if torch.compiler.is_compiling() else TypedCount(value, of, keyword)
 
 
-class DGLGraph(Graph):
+class DGLGraph(GraphAPI, Graph):
     """One relation with DGL's API (see the module docstring). Build it with
     :func:`unigraph.dgl.graph`, :func:`unigraph.dgl.heterograph` (one relation),
     :func:`unigraph.dgl.create_block` or :func:`unigraph.dgl.to_block`; the constructor is
@@ -59,10 +65,14 @@ class DGLGraph(Graph):
         self._srctype = self._dsttype = DEFAULT_NTYPE
         self._etype = DEFAULT_ETYPE
         self._block = self.is_bipartite  # a bipartite graph is a block unless typed as two node types
+        self._src_first = False   # ntypes lists the source type first (dgl.block_to_graph), not sorted
         self._idtype = torch.int64
         self._initializers: dict[str, dict[Any, Callable]] = {"node": {}, "edge": {}}
         self._batch_num_nodes: Tensor | None = None
         self._batch_num_edges: Tensor | None = None
+        self._formats_allowed: tuple[str, ...] = FORMATS   # DGL's sparse-format bookkeeping (see formats)
+        self._formats_made: tuple[str, ...] = ("coo",)
+        self._given_format: str | None = None   # built from this CSR/CSC with edge ids in slot order (adj_tensors)
 
     @classmethod
     def view(cls, graph: CoreGraph) -> "DGLGraph":
@@ -87,7 +97,7 @@ class DGLGraph(Graph):
     def _carry(self, other: "DGLGraph") -> "DGLGraph":
         """Give ``other`` (a graph derived from this one) this graph's types, idtype and initializers."""
         other._srctype, other._etype, other._dsttype = self._srctype, self._etype, self._dsttype
-        other._block, other._idtype = self._block, self._idtype
+        other._block, other._idtype, other._src_first = self._block, self._idtype, self._src_first
         other._initializers = {kind: dict(inits) for kind, inits in self._initializers.items()}
         return other
 
@@ -102,7 +112,7 @@ class DGLGraph(Graph):
         return out
 
     def _moved_batch(self, device):
-        move = (lambda t: None if t is None else t.to(device))
+        move = (lambda t: t if t is None or isinstance(t, dict) else t.to(device))   # (dicts stay on the CPU)
         return move(self._batch_num_nodes), move(self._batch_num_edges)
 
     def _shallow(self) -> "DGLGraph":
@@ -124,6 +134,8 @@ class DGLGraph(Graph):
         extras = {k: v for k, v in self.__dict__.items() if k.startswith("_") and k in _EXTRAS}
         CoreGraph._init_unchecked(self, src, dst, num_src, num_dst, self.is_bipartite)
         self.__dict__.update(extras)
+        # DGL rebuilds a mutated relation from its COO with every format allowed
+        self._formats_allowed, self._formats_made, self._given_format = FORMATS, ("coo",), None
         for name in ("srcdata", "dstdata") if self.is_bipartite else ("srcdata",):
             new = getattr(self, name)
             rows = node_rows.get(name)
@@ -139,11 +151,11 @@ class DGLGraph(Graph):
 
     @property
     def ntypes(self) -> list[str]:
-        if self._block:   # DGL lists a block's source types, then its destination types (['_N', '_N'])
+        if self._block:   # DGL lists a block's source type, then its destination type (['_N', '_N'])
             return [self._srctype, self._dsttype]
         if self._srctype == self._dsttype:
             return [self._srctype]
-        return sorted([self._srctype, self._dsttype])
+        return [self._srctype, self._dsttype] if self._src_first else sorted([self._srctype, self._dsttype])
 
     @property
     def srctypes(self) -> list[str]:
@@ -173,14 +185,56 @@ class DGLGraph(Graph):
         return 0
 
     def _check_ntype(self, ntype: Any) -> str:
+        ntype, _ = self._sided(ntype, "node")
         if ntype not in (self._srctype, self._dsttype):
             raise DGLError(f"node type {ntype!r} does not exist; this graph has {self.ntypes}")
         return ntype
+
+    def _sided(self, ntype: Any, side: str) -> tuple[Any, str]:
+        """DGL's ``'SRC/t'`` / ``'DST/t'`` names: ``t`` on the source / destination side."""
+        if isinstance(ntype, str) and ntype[:4] in ("SRC/", "DST/") and ntype not in (self._srctype, self._dsttype):
+            return ntype[4:], ("src" if ntype[:4] == "SRC/" else "dst")
+        return ntype, side
 
     def _check_etype(self, etype: Any) -> None:
         if etype is None or etype == self._etype or etype == self.canonical_etypes[0]:
             return
         raise DGLError(f"edge type {etype!r} does not exist; this graph has {self.canonical_etypes}")
+
+    def __getitem__(self, etype: Any) -> "DGLGraph":
+        """The relation ``etype`` names (a name, the canonical triple, or a triple with ``:``
+        parts that matches it): this graph itself, as DGL's one-relation slice shares everything."""
+        if isinstance(etype, tuple) and len(etype) == 3 and any(isinstance(part, slice) for part in etype):
+            if not all(part == slice(None) or part == name for part, name in zip(etype, self.canonical_etypes[0])):
+                raise DGLError(f"no relation matches {etype!r}; this graph has {self.canonical_etypes}")
+            return self
+        return self._relation_of(etype)
+
+    # ------------------------------------------------------------------ typed parts (unigraph.dgl.subgraph)
+    def _typed_parts(self) -> TypedParts:
+        """This graph as typed parts: its node type(s) with counts and stores, its one relation."""
+        (cet,) = self.canonical_etypes
+        if not self.is_bipartite:
+            return TypedParts({cet[0]: self._num_src}, {cet[0]: self.srcdata}, {cet: self})
+        sides = {cet[0]: (self._num_src, self.srcdata), cet[2]: (self._num_dst, self.dstdata)}
+        return TypedParts({t: sides[t][0] for t in self.ntypes}, {t: sides[t][1] for t in self.ntypes}, {cet: self})
+
+    def _assembled(self, counts: Mapping[str, int], edges: Mapping) -> "DGLGraph":
+        """A graph of this one's types, id type and initializers with the edges of ``edges``
+        ({canonical etype: (src, dst)}, valid ids) over ``counts`` nodes per type; no features."""
+        ((cet, (src, dst)),) = edges.items()
+        return self._carry(DGLGraph._trusted(src, dst, counts[cet[0]], counts[cet[2]], self.is_bipartite))
+
+    def _with_relations(self, cets: list) -> "DGLGraph":
+        """The relations ``cets`` sharing this graph's features: its only relation, this graph's twin."""
+        out = type(self).__new__(type(self))
+        out.__dict__ = dict(self.__dict__)   # the same structure and feature stores
+        return out
+
+    def _relation_of(self, etype: Any) -> "DGLGraph":
+        """The relation ``etype`` names: this graph (checked)."""
+        self._check_etype(etype)
+        return self
 
     def _is_homogeneous(self) -> bool:
         return not self.is_bipartite
@@ -207,6 +261,7 @@ class DGLGraph(Graph):
 
     # ------------------------------------------------------------------ counts
     def _num_nodes_of(self, ntype: Any, side: str = "node") -> int:
+        ntype, side = self._sided(ntype, side)
         if side == "src" or (side == "node" and ntype is not None and ntype == self._srctype and not self._block):
             if ntype is not None and ntype != self._srctype:
                 self._check_ntype(ntype)
@@ -244,7 +299,7 @@ class DGLGraph(Graph):
 
     @property
     def num_edges(self) -> int:
-        return _count(self._src.numel(), self._num_edges_of)
+        return _count(self._src.numel(), self._num_edges_of, "etype")
 
     def number_of_nodes(self, ntype: Any = None) -> int:
         return self._num_nodes_of(ntype)
@@ -260,6 +315,7 @@ class DGLGraph(Graph):
 
     # ------------------------------------------------------------------ features
     def _node_store(self, ntype: Any, side: str = "node") -> FeatureStore:
+        ntype, side = self._sided(ntype, side)
         if side == "src":
             if ntype is not None and ntype != self._srctype:
                 raise DGLError(f"{ntype!r} is not a source node type of this graph ({self._srctype!r})")
@@ -359,11 +415,13 @@ class DGLGraph(Graph):
     def in_degrees(self, v: Any = None, etype: Any = None):
         """In-degree of every destination node, of the nodes ``v``, or of one node (an int)."""
         self._check_etype(etype)
+        self._use_format(("csc", "coo"), "in_degrees")
         degrees = super().in_degrees()
         return self._pick(degrees, v, self._num_dst, "v")
 
     def out_degrees(self, u: Any = None, etype: Any = None):
         self._check_etype(etype)
+        self._use_format(("csr", "coo"), "out_degrees")
         degrees = super().out_degrees()
         return self._pick(degrees, u, self._num_src, "u")
 
@@ -434,11 +492,6 @@ class DGLGraph(Graph):
     def has_edge_between(self, u: Any, v: Any, etype: Any = None) -> bool:
         return bool(self.has_edges_between(u, v, etype))
 
-    def has_nodes(self, vid: Any, ntype: Any = None):
-        ids = torch.as_tensor(vid).reshape(-1).to(torch.int64)
-        found = (ids >= 0) & (ids < self._num_nodes_of(ntype))
-        return bool(found[0]) if _is_scalar(vid) else found
-
     def find_edges(self, eid: Any, etype: Any = None) -> tuple[Tensor, Tensor]:
         ids = as_ids(eid, self._num_edges_of(etype), "edge ids", self.device)
         src, dst = self._coo()
@@ -455,11 +508,13 @@ class DGLGraph(Graph):
 
     def in_edges(self, v: Any, form: str = "uv", etype: Any = None):
         self._check_etype(etype)
+        self._use_format(("csc", "coo"), "in_edges")
         _, eids = self._adjacent(self.in_csr(), as_ids(v, self._num_dst, "v", self.device))
         return self._edge_form(eids, form)
 
     def out_edges(self, u: Any, form: str = "uv", etype: Any = None):
         self._check_etype(etype)
+        self._use_format(("csr", "coo"), "out_edges")
         _, eids = self._adjacent(self.out_csr(), as_ids(u, self._num_src, "u", self.device))
         return self._edge_form(eids, form)
 
@@ -493,122 +548,86 @@ class DGLGraph(Graph):
     def is_homogeneous(self) -> bool:
         return not self.is_bipartite
 
+    # ------------------------------------------------------------------ sparse formats (DGL's bookkeeping)
     def formats(self, formats: Any = None):
-        """DGL's sparse-format control. unigraph builds COO, in-CSR and out-CSR on demand and keeps
-        them, so every format is always available: without an argument this says so; with one it
-        returns the graph itself (a format restriction changes nothing computed)."""
+        """DGL's sparse-format control, kept as DGL's bookkeeping: unigraph builds whatever
+        structure a computation needs, but what this reports and refuses follows DGL.
+
+        ``formats()``: ``{'created': [...], 'not created': [...]}``, the allowed formats DGL would
+        have made so far (the one the graph was built from, those :meth:`create_formats_` made,
+        ``csc`` after an in-degree or in-edge query, ``csr`` after an out-degree or out-edge one).
+        ``formats(names)``: a copy sharing structure and features that allows only ``names``
+        (keeping the made ones among them, else making the first of coo, csr, csc, as DGL does);
+        a degree or edge query that needs a format it does not allow is refused, as in DGL."""
         if formats is None:
-            return {"created": [f for f, key in zip(FORMATS, (None, "out_csr", "in_csr"))
-                                if key is None or self.has_memo(key)], "not created": []}
-        wanted = [formats] if isinstance(formats, str) else list(formats)
-        unknown = [f for f in wanted if f not in FORMATS]
-        if unknown:
-            raise DGLError(f"unknown sparse formats {unknown}; DGL's are {list(FORMATS)}")
-        return self
+            made = [f for f in FORMATS if f in self._formats_made]
+            return {"created": made,
+                    "not created": [f for f in FORMATS if f in self._formats_allowed and f not in made]}
+        allowed = format_names(formats)
+        out = type(self).__new__(type(self))
+        out.__dict__ = dict(self.__dict__)   # DGL's shallow copy: the same structure and feature stores
+        out._formats_allowed = allowed
+        out._formats_made = tuple(f for f in allowed if f in self._formats_made) or allowed[:1]
+        return out
 
     def create_formats_(self) -> None:
+        """Make every allowed format now (DGL's); unigraph builds both CSRs."""
         self.tensors()
+        self._formats_made = self._formats_allowed
+
+    def _use_format(self, options: tuple[str, ...], what: str) -> None:
+        """DGL reads the first of ``options`` this graph allows for ``what`` (making it); none: refused."""
+        for name in options:
+            if name in self._formats_allowed:
+                if name not in self._formats_made:
+                    self._formats_made = self._formats_made + (name,)
+                return
+        raise DGLError(f"{what} needs one of the sparse formats {list(options)}, but this graph allows only "
+                       f"{list(self._formats_allowed)} (see g.formats)")
 
     def adj_external(self, transpose: bool = False, ctx: Any = None, scipy_fmt: str | None = None,
                      etype: Any = None):
         """The adjacency, row = source (``transpose``: row = destination), as a torch sparse COO
         tensor or a SciPy matrix (:mod:`unigraph.dgl.adjacency`)."""
         self._check_etype(etype)
+        self._use_format((("csc" if transpose else "csr") if scipy_fmt == "csr" else "coo",), "adj_external")
         return adjacency.adj_external(self, transpose, ctx, scipy_fmt)
 
     def adj_tensors(self, fmt: str, etype: Any = None) -> tuple[Tensor, ...]:
         """The index tensors of the adjacency in ``fmt`` (``coo``, ``csr``, ``csc``; :mod:`unigraph.dgl.adjacency`)."""
         self._check_etype(etype)
+        if fmt in FORMATS:
+            self._use_format((fmt,), f"adj_tensors({fmt!r})")
         return adjacency.adj_tensors(self, fmt)
 
-    # ------------------------------------------------------------------ subgraphs
-    def _node_ids(self, nodes: Any, size: int) -> Tensor:
-        if isinstance(nodes, Tensor) and nodes.dtype == torch.bool:
-            if nodes.numel() != size:
-                raise DGLError(f"a node mask must have {size} entries, got {nodes.numel()}")
-            return nodes.nonzero().flatten().to(self.device)
-        return as_ids(nodes, size, "nodes", self.device)
-
-    def _subgraph(self, eids: Tensor, nodes: Tensor | None, store_ids: bool) -> "DGLGraph":
-        """The edges ``eids``; with ``nodes``, renumbered so node ``nodes[i]`` becomes ``i``."""
-        src, dst = self._coo()
-        src, dst = src[eids], dst[eids]
-        if nodes is None:
-            out = self._derived(src, dst)
-        else:
-            new_id = torch.full((self._num_src,), -1, dtype=torch.int64, device=self.device)
-            new_id[nodes] = torch.arange(nodes.numel(), device=self.device)
-            out = self._carry(DGLGraph._trusted(new_id[src], new_id[dst], nodes.numel(), nodes.numel(), False))
-            for key, value in self.ndata.items():
-                out.ndata[key] = value[nodes]
-            if store_ids:
-                out.ndata[NID] = self._out_ids(nodes)
-        for key, value in self.edata.items():
-            out.edata[key] = value[eids]
-        if store_ids:
-            out.edata[EID] = self._out_ids(eids)
-        return out
-
-    def _homogeneous_only(self, what: str) -> None:
-        if self.is_bipartite:
-            raise DGLError(f"{what} needs a homogeneous graph")
-
-    def subgraph(self, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> "DGLGraph":
-        """The subgraph induced by ``nodes`` (ids in the order given, or a bool mask; DGL's
-        ``node_subgraph``): every edge with both ends among them, grouped by new source id, in edge
-        id order within (DGL's order). ``ndata[dgl.NID]`` / ``edata[dgl.EID]`` hold the original ids."""
-        self._homogeneous_only("subgraph")
-        nodes = self._node_ids(nodes, self._num_src)
-        member = torch.zeros(self._num_src, dtype=torch.bool, device=self.device)
-        member[nodes] = True
-        src, dst = self._coo()
-        eids = (member[src] & member[dst]).nonzero().flatten()
-        if relabel_nodes:
-            new_id = torch.empty(self._num_src, dtype=torch.int64, device=self.device)
-            new_id[nodes] = torch.arange(nodes.numel(), device=self.device)
-            eids = eids[torch.sort(new_id[src[eids]], stable=True).indices]
-        return self._subgraph(eids, nodes if relabel_nodes else None, store_ids)
-
-    def edge_subgraph(self, edges: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> "DGLGraph":
-        """The edges ``edges`` (ids or a bool mask, kept in that order) with their end nodes,
-        numbered in order of first appearance among the sources, then the destinations (DGL's)."""
-        self._homogeneous_only("edge_subgraph")
-        if isinstance(edges, Tensor) and edges.dtype == torch.bool:
-            eids = edges.nonzero().flatten().to(self.device)
-        else:
-            eids = as_ids(edges, self._src.numel(), "edges", self.device)
-        return self._relabelled(eids, relabel_nodes, store_ids)
-
-    def in_subgraph(self, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> "DGLGraph":
-        """Every in-edge of ``nodes`` (node by node in the order given, edge id order within: DGL's
-        order); all nodes kept unless ``relabel_nodes``."""
-        eids = self._adjacent(self.in_csr(), self._node_ids(nodes, self._num_dst))[1]
-        return self._relabelled(eids, relabel_nodes, store_ids)
-
-    def out_subgraph(self, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> "DGLGraph":
-        """Every out-edge of ``nodes`` (ordered as :meth:`in_subgraph`'s)."""
-        eids = self._adjacent(self.out_csr(), self._node_ids(nodes, self._num_src))[1]
-        return self._relabelled(eids, relabel_nodes, store_ids)
-
-    def _relabelled(self, eids: Tensor, relabel_nodes: bool, store_ids: bool) -> "DGLGraph":
-        if not relabel_nodes:
-            return self._subgraph(eids, None, store_ids)
-        self._homogeneous_only("relabel_nodes=True")
-        src, dst = self._coo()
-        nodes = first_appearance(torch.cat([src[eids], dst[eids]])) if eids.numel() else eids[:0]
-        return self._subgraph(eids, nodes, store_ids)
-
     # ------------------------------------------------------------------ mutations (in place, as DGL)
+    def _mutated_store(self, ntype: Any, what: str) -> str:
+        """The node store a mutation of ``ntype`` changes: ``srcdata``, or ``dstdata`` for the
+        destination type of a bipartite graph (which must then be named, as DGL wants it)."""
+        if self._block:
+            raise DGLError(f"{what} on a block is not supported; change the graph, then make the block")
+        if not self.is_bipartite:
+            if ntype is not None:
+                self._check_ntype(ntype)
+            return "srcdata"
+        if ntype is None:
+            raise DGLError(f"{what}: node type name must be specified; this graph has node types {self.ntypes}")
+        return "srcdata" if self._check_ntype(ntype) == self._srctype else "dstdata"
+
+    def _grown_counts(self, store_name: str, num: int) -> tuple[int, int]:
+        """(num_src, num_dst) after ``num`` more nodes in ``store_name`` (both sides when homogeneous)."""
+        if not self.is_bipartite:
+            return self._num_src + num, self._num_dst + num
+        return (self._num_src + num, self._num_dst) if store_name == "srcdata" else (self._num_src, self._num_dst + num)
+
     def add_nodes(self, num: int, data: Mapping[str, Tensor] | None = None, ntype: Any = None) -> None:
-        """Append ``num`` nodes; their features come from ``data`` or the initializer."""
-        if self.is_bipartite:
-            raise DGLError("add_nodes on a bipartite graph or block is not supported; build a new graph")
-        if ntype is not None:
-            self._check_ntype(ntype)
+        """Append ``num`` nodes (of ``ntype``; a bipartite graph's either type); their features
+        come from ``data`` or the initializer. DGL forgets a batch's counts here."""
+        store_name = self._mutated_store(ntype, "add_nodes")
         num = int(num)
         if num < 0:
             raise DGLError(f"num must be >= 0, got {num}")
-        old = self._num_src
+        old = getattr(self, store_name)._num_rows
         new_ids = torch.arange(old, old + num, device=self.device)
         data = dict(data or {})
 
@@ -618,22 +637,29 @@ class DGLGraph(Graph):
             return torch.cat([value, tail.to(value.dtype)])
 
         src, dst = self._coo()
-        self._restructure(src, dst, old + num, old + num, {"srcdata": rows}, lambda key, value: value)
+        self._restructure(src, dst, *self._grown_counts(store_name, num), {store_name: rows}, lambda key, value: value)
         for key, value in data.items():  # features only the new nodes have: the old rows are initialized
-            self._write_rows(self.srcdata, key, new_ids, value, "node", old + num)
+            self._write_rows(getattr(self, store_name), key, new_ids, value, "node", old + num)
+        self._batch_num_nodes = self._batch_num_edges = None
 
     def add_edges(self, u: Any, v: Any, data: Mapping[str, Tensor] | None = None, etype: Any = None) -> None:
         """Append the edges ``u[i] -> v[i]`` (one id may pair with many); new edges' features come
-        from ``data`` or the initializer. Endpoints beyond the node count add nodes, as in DGL."""
+        from ``data`` or the initializer. Endpoints beyond the node count add nodes, as in DGL
+        (of each type on a bipartite graph). DGL forgets a batch's counts here."""
         self._check_etype(etype)
+        if self._block:
+            raise DGLError("add_edges on a block is not supported; change the graph, then make the block")
         u, v = _paired(*(torch.as_tensor(ids, device=self.device).reshape(-1).to(torch.int64) for ids in (u, v)))
         if u.numel() and (int(u.min()) < 0 or int(v.min()) < 0):
             raise DGLError("node ids must be >= 0")
         grow_src = max(self._num_src, int(u.max()) + 1 if u.numel() else 0) - self._num_src
         grow_dst = max(self._num_dst, int(v.max()) + 1 if v.numel() else 0) - self._num_dst
-        if (grow_src or grow_dst) and self.is_bipartite:
-            raise DGLError("edge endpoints beyond the node count of a bipartite graph; add the nodes first")
-        if grow_src or grow_dst:
+        if self.is_bipartite:
+            if grow_src:
+                self.add_nodes(grow_src, ntype=self._srctype)
+            if grow_dst:
+                self.add_nodes(grow_dst, ntype=self._dsttype)
+        elif grow_src or grow_dst:
             self.add_nodes(max(grow_src, grow_dst))
         count, data = u.numel(), dict(data or {})
         old = self._src.numel()
@@ -648,37 +674,80 @@ class DGLGraph(Graph):
         new_ids = torch.arange(old, old + count, device=self.device)
         for key, value in data.items():
             self._write_rows(self.edata, key, new_ids, value, "edge", old + count)
+        self._batch_num_nodes = self._batch_num_edges = None
 
     def remove_edges(self, eids: Any, etype: Any = None, store_ids: bool = False) -> None:
-        """Delete the edges ``eids`` (the remaining edges are renumbered in order)."""
+        """Delete the edges ``eids`` (the remaining edges keep their order); a batch's edge counts
+        follow. With ``store_ids``, ``edata[dgl.EID]`` holds the ids the edges had."""
+        if self._block:
+            raise DGLError("remove_edges on a block is not supported; change the graph, then make the block")
         removed = as_ids(eids, self._num_edges_of(etype), "edge ids", self.device)
+        if removed.numel() == 0:
+            return   # DGL leaves the graph as it is (no ids stored)
         keep = torch.ones(self._src.numel(), dtype=torch.bool, device=self.device)
         keep[removed] = False
-        src, dst = self._coo()
         kept = keep.nonzero().flatten()
-        self._restructure(src[kept], dst[kept], self._num_src, self._num_dst, {}, lambda key, value: value[kept])
-        if store_ids:
-            self.edata[EID] = kept
+        self._keep(kept, None, store_ids)
 
     def remove_nodes(self, nids: Any, ntype: Any = None, store_ids: bool = False) -> None:
-        """Delete the nodes ``nids`` and their edges; the other nodes keep their order, the
-        remaining edges are grouped by source (edge id order within), as DGL leaves them."""
-        if self.is_bipartite:
-            raise DGLError("remove_nodes on a bipartite graph or block is not supported; build a new graph")
-        removed = as_ids(nids, self._num_nodes_of(ntype), "node ids", self.device)
-        keep_node = torch.ones(self._num_src, dtype=torch.bool, device=self.device)
+        """Delete the nodes ``nids`` (of ``ntype``) and their edges; the other nodes keep their
+        order, the remaining edges are grouped by source (edge id order within), as DGL leaves
+        them; a batch's counts follow. With ``store_ids``, ``dgl.NID`` / ``dgl.EID`` hold the old ids."""
+        store_name = self._mutated_store(ntype, "remove_nodes")
+        count = getattr(self, store_name)._num_rows
+        removed = as_ids(nids, count, "node ids", self.device)
+        if removed.numel() == 0:
+            return
+        keep_node = torch.ones(count, dtype=torch.bool, device=self.device)
         keep_node[removed] = False
-        new_id = torch.cumsum(keep_node, 0) - 1
+        self._keep(None, {store_name: keep_node.nonzero().flatten()}, store_ids)
+
+    def _keep(self, kept_edges: Tensor | None, kept_nodes: dict[str, Tensor] | None, store_ids: bool) -> None:
+        """Keep the edges ``kept_edges`` (in that order) or, given ``kept_nodes`` ({store name: the
+        node ids kept}), the nodes and the edges among them grouped by new source id; features,
+        batch counts and (``store_ids``) the old ids follow."""
         src, dst = self._coo()
-        kept = (keep_node[src] & keep_node[dst]).nonzero().flatten()
-        kept = kept[torch.sort(new_id[src[kept]], stable=True).indices]  # DGL's order: by new source id
-        nodes = keep_node.nonzero().flatten()
-        count = nodes.numel()
-        self._restructure(new_id[src[kept]], new_id[dst[kept]], count, count,
-                          {"srcdata": lambda key, value, store: value[nodes]}, lambda key, value: value[kept])
+        kept_nodes = kept_nodes or {}
+        sides = {"srcdata": (src, self._num_src), "dstdata": (dst, self._num_dst)}
+        if not self.is_bipartite and "srcdata" in kept_nodes:
+            kept_nodes["dstdata"] = kept_nodes["srcdata"]
+        new_id = {}
+        for name, (ends, size) in sides.items():
+            nodes = kept_nodes.get(name)
+            mapping = torch.arange(size, device=self.device)
+            if nodes is not None:
+                mapping = torch.full((size,), -1, dtype=torch.int64, device=self.device)
+                mapping[nodes] = torch.arange(nodes.numel(), device=self.device)
+            new_id[name] = mapping
+        if kept_edges is None:
+            new_src, new_dst = new_id["srcdata"][src], new_id["dstdata"][dst]
+            kept_edges = ((new_src >= 0) & (new_dst >= 0)).nonzero().flatten()
+            kept_edges = kept_edges[torch.sort(new_src[kept_edges], stable=True).indices]  # DGL's order
+        counts = {name: kept_nodes[name].numel() if name in kept_nodes else size for name, (_, size) in sides.items()}
+        node_rows = {name: (lambda key, value, store, ids=ids: value[ids]) for name, ids in kept_nodes.items()
+                     if name == "srcdata" or self.is_bipartite}
+        self._follow_batch(kept_edges, kept_nodes)
+        self._restructure(new_id["srcdata"][src[kept_edges]], new_id["dstdata"][dst[kept_edges]], counts["srcdata"],
+                          counts["dstdata"], node_rows, lambda key, value: value[kept_edges])
         if store_ids:
-            self.ndata[NID] = nodes
-            self.edata[EID] = kept
+            for name in ("srcdata", "dstdata") if self.is_bipartite else ("srcdata",):
+                if kept_nodes:
+                    getattr(self, name)[NID] = self._out_ids(kept_nodes.get(name, new_id[name]))
+            self.edata[EID] = self._out_ids(kept_edges)
+
+    def _follow_batch(self, kept_edges: Tensor, kept_nodes: dict[str, Tensor]) -> None:
+        """A batch's counts after keeping these edges and nodes (DGL keeps them up to date)."""
+        def follow(counts, kept):
+            return counts if counts is None else kept_per_part(counts, kept).to(counts.device)
+        if isinstance(self._batch_num_nodes, dict):   # a bipartite graph: by type
+            types = {"srcdata": self._srctype, "dstdata": self._dsttype}
+            changed = {types[name]: follow(self._batch_num_nodes[types[name]], ids) for name, ids in kept_nodes.items()}
+            self._batch_num_nodes = {**self._batch_num_nodes, **changed}
+            self._batch_num_edges = {cet: follow(c, kept_edges) for cet, c in self._batch_num_edges.items()}
+            return
+        self._batch_num_edges = follow(self._batch_num_edges, kept_edges)
+        if "srcdata" in kept_nodes:
+            self._batch_num_nodes = follow(self._batch_num_nodes, kept_nodes["srcdata"])
 
     # ------------------------------------------------------------------ message passing (DGL's names)
     def update_all(self, message_func: Any, reduce_func: Any, apply_node_func: Callable | None = None,
@@ -726,7 +795,8 @@ class DGLGraph(Graph):
         """Node features from ``func`` (a function of the node batch) on every node or on ``v``."""
         store = self._node_store(ntype) if not self._block else self.dstdata
         count = self._num_nodes_of(ntype) if not self._block else self._num_dst
-        messages.apply_nodes(self, store, count, None if is_all(v) else as_ids(v, count, "v", self.device), func)
+        name = self._dsttype if self._block else self._srctype if ntype is None else self._check_ntype(ntype)
+        messages.apply_nodes(self, store, count, None if is_all(v) else as_ids(v, count, "v", self.device), func, name)
 
     def _edge_arg(self, edges: Any) -> Tensor:
         """Edge ids from DGL's edge arguments: ids, or a ``(u, v)`` tuple of node ids."""
@@ -737,46 +807,75 @@ class DGLGraph(Graph):
         return as_ids(edges, self._src.numel(), "edge ids", self.device)
 
     # ------------------------------------------------------------------ batches
+    # A batch's counts: one tensor each on a homogeneous graph; on a bipartite graph (two node
+    # types) dicts by node type and by canonical edge type (int64, on the CPU), as a heterograph's.
     @property
     def batch_size(self) -> int:
-        return 1 if self._batch_num_nodes is None else int(self._batch_num_nodes.numel())
+        counts = self._batch_num_nodes
+        if counts is None:
+            return 1
+        return int(next(iter(counts.values())).numel() if isinstance(counts, dict) else counts.numel())
 
     def batch_num_nodes(self, ntype: Any = None) -> Tensor:
-        if self._batch_num_nodes is None:
+        """The node count (of ``ntype``) in each graph of the batch (one entry where not batched)."""
+        counts = self._batch_num_nodes
+        if counts is None:
             return torch.tensor([self._num_nodes_of(ntype)], dtype=self._idtype, device=self.device)
-        return self._out_ids(self._batch_num_nodes)
+        if isinstance(counts, dict):
+            if ntype is None:
+                raise DGLError(f"node type name must be given: this graph has node types {self.ntypes}")
+            return self._out_ids(counts[self._check_ntype(ntype)].to(self.device))
+        if ntype is not None:
+            self._check_ntype(ntype)
+        return self._out_ids(counts)
 
     def batch_num_edges(self, etype: Any = None) -> Tensor:
-        if self._batch_num_edges is None:
-            return torch.tensor([self._num_edges_of(etype)], dtype=self._idtype, device=self.device)
-        return self._out_ids(self._batch_num_edges)
+        self._check_etype(etype)
+        counts = self._batch_num_edges
+        if counts is None:
+            return torch.tensor([self._src.numel()], dtype=self._idtype, device=self.device)
+        if isinstance(counts, dict):
+            return self._out_ids(counts[self.canonical_etypes[0]].to(self.device))
+        return self._out_ids(counts)
 
-    def set_batch_num_nodes(self, val: Tensor) -> None:
-        val = torch.as_tensor(val, device=self.device).to(torch.int64)
-        if int(val.sum()) != self._num_nodes_of(None):
-            raise DGLError(f"batch_num_nodes sum to {int(val.sum())}, the graph has {self._num_nodes_of(None)} nodes")
-        self._batch_num_nodes = val
+    def set_batch_num_nodes(self, val: Any) -> None:
+        """The node count of each graph of a batch (a tensor, or ``{ntype: counts}``; DGL's)."""
+        counts = self._typed_counts(val, self.ntypes if self.is_bipartite else [self._srctype], "nodes")
+        for ntype, c in counts.items():
+            total = self._num_nodes_of(ntype) if self.is_bipartite else self._num_src
+            self._check_counts(c, total, f"nodes of {ntype!r}")
+        self._batch_num_nodes = counts if self.is_bipartite else counts[self._srctype].to(self.device)
 
-    def set_batch_num_edges(self, val: Tensor) -> None:
-        val = torch.as_tensor(val, device=self.device).to(torch.int64)
-        if int(val.sum()) != self._src.numel():
-            raise DGLError(f"batch_num_edges sum to {int(val.sum())}, the graph has {self._src.numel()} edges")
-        self._batch_num_edges = val
+    def set_batch_num_edges(self, val: Any) -> None:
+        """The edge count of each graph of a batch (a tensor, or ``{etype: counts}``)."""
+        (cet,) = self.canonical_etypes
+        counts = self._typed_counts(val, [cet], "edges")
+        self._check_counts(counts[cet], self._src.numel(), "edges")
+        self._batch_num_edges = counts if self.is_bipartite else counts[cet].to(self.device)
+
+    def _typed_counts(self, val: Any, types: list, what: str) -> dict:
+        """``val`` (a tensor, or a dict keyed by the type names of ``types``) as ``{type: int64 counts}``."""
+        if not isinstance(val, Mapping):
+            if len(types) != 1:
+                raise DGLError(f"batch_num_{what} of a graph with types {types} must be a dict by type")
+            val = {types[0]: val}
+        named = {}
+        for key, counts in val.items():
+            name = self.to_canonical_etype(key) if what == "edges" else self._check_ntype(key)
+            named[name] = torch.as_tensor(counts).to(torch.int64).reshape(-1).cpu()
+        missing = [t for t in types if t not in named]
+        if missing:
+            raise DGLError(f"batch_num_{what} lacks the types {missing}")
+        return named
+
+    @staticmethod
+    def _check_counts(counts: Tensor, total: int, what: str) -> None:
+        if bool((counts < 0).any()) or int(counts.sum()) != total:
+            raise DGLError(f"the batch counts of {what} sum to {int(counts.sum())}, the graph has {total}")
 
     # ------------------------------------------------------------------ misc
     def clone(self) -> "DGLGraph":
         return self._shallow()
-
-    # page-locked structure for GPU sampling (UVA) is not offered: nothing is ever pinned
-    def is_pinned(self) -> bool:
-        return False
-
-    def pin_memory_(self):
-        raise DGLError("pin_memory_: unigraph does not pin a graph's structure (no UVA sampling); move the graph "
-                       "to the GPU with g.to('cuda') instead")
-
-    def unpin_memory_(self) -> "DGLGraph":
-        return self   # (DGL: a no-op on a graph that is not pinned)
 
     def __repr__(self) -> str:
         def schemes(store) -> str:
@@ -793,7 +892,7 @@ class DGLGraph(Graph):
                 f"      ndata_schemes={schemes(self.srcdata)}\n      edata_schemes={schemes(self.edata)})")
 
 
-_EXTRAS = ("_srctype", "_dsttype", "_etype", "_block", "_idtype", "_initializers", "_batch_num_nodes",
+_EXTRAS = ("_srctype", "_dsttype", "_etype", "_block", "_src_first", "_idtype", "_initializers", "_batch_num_nodes",
            "_batch_num_edges")
 
 
@@ -810,3 +909,19 @@ def _paired(u: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
 
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, int) or (isinstance(value, Tensor) and value.dim() == 0)
+
+
+def format_names(formats: Any) -> tuple[str, ...]:
+    """DGL's format argument (a name or a list of names) as the allowed names, in DGL's order."""
+    wanted = [formats] if isinstance(formats, str) else list(formats)
+    unknown = [f for f in wanted if f not in FORMATS]
+    if unknown or not wanted:
+        raise DGLError(f"formats must name some of {list(FORMATS)}, got {formats!r}")
+    return tuple(f for f in FORMATS if f in wanted)
+
+
+def kept_per_part(counts: Tensor, kept: Tensor) -> Tensor:
+    """A batch's rows per part after keeping the rows ``kept`` (old row ids) of ``counts`` per part."""
+    counts = counts.to(torch.int64).cpu()
+    part = torch.repeat_interleave(torch.arange(counts.numel()), counts)
+    return torch.bincount(part[kept.cpu()], minlength=counts.numel())

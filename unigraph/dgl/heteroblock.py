@@ -110,6 +110,10 @@ class DGLHeteroBlock(DGLHeteroGraph):
         return True
 
     @property
+    def is_unibipartite(self) -> bool:
+        return True   # source and destination node sets apart, whatever the relations join
+
+    @property
     def is_homogeneous(self) -> bool:
         return False
 
@@ -185,6 +189,9 @@ class DGLHeteroBlock(DGLHeteroGraph):
 
     ndata = srcdata  # DGL: a block's ndata is its source side
 
+    def _node_stores(self) -> dict[str, dict[str, FeatureStore]]:
+        return {"src": self._src_stores, "dst": self._stores}
+
     def _all_stores(self) -> list[FeatureStore]:
         return [*self._src_stores.values(), *self._stores.values(), *(g.edata for g in self._relations.values())]
 
@@ -211,7 +218,7 @@ class DGLHeteroBlock(DGLHeteroGraph):
         ntype = self._check_ntype(ntype)
         count = self._num_nodes_of(ntype)
         ids = None if is_all(v) else as_ids(v, count, "v", self.device)
-        messages.apply_nodes(self._any_relation(), self._node_store(ntype), count, ids, func)
+        messages.apply_nodes(self._any_relation(), self._node_store(ntype), count, ids, func, ntype)
 
     def __repr__(self) -> str:
         return (f"Block(num_src_nodes={self._num_src_nodes},\n      num_dst_nodes={self._num_nodes},\n"

@@ -4,8 +4,10 @@ Each relation ``(src_type, etype, dst_type)`` is a :class:`~unigraph.dgl.graph.D
 ``srcdata`` / ``dstdata`` *are* the feature stores of its node types, so ``hg['plays']`` (the
 relation graph itself) and ``hg.nodes['user'].data`` read and write the same tensors, and every
 per-relation method (``update_all(..., etype=)``, ``apply_edges``, ``edge_ids``, ...) is the
-relation graph's. Node types and canonical edge types are kept sorted, as DGL keeps them (that
-order is the type id order of :func:`~unigraph.dgl.convert.to_homogeneous`).
+relation graph's. Node types and canonical edge types are kept sorted, as ``dgl.heterograph``
+sorts them (that order is the type id order of :func:`~unigraph.dgl.convert.to_homogeneous`);
+the few functions whose DGL result keeps another order (``reverse``, ``edge_type_subgraph``,
+``block_to_graph``) keep it too.
 
 DGL's mutations (``add_nodes``, ``add_edges``, ``remove_edges``, ``remove_nodes``) change the
 graph in place: each changed relation is rebuilt as a new validated relation graph (nothing cached
@@ -14,18 +16,25 @@ are dropped on additions, as DGL does. ``dgl.to_block`` of a heterograph gives t
 :class:`~unigraph.dgl.heteroblock.DGLHeteroBlock`.
 
 A graph with a single relation is a plain :class:`DGLGraph` (``dgl.heterograph`` gives one);
-this class always has several relations or node types.
+this class always has several relations or node types. When no node type is both a source and a
+destination (DGL's unidirectional bipartite graph) ``srctypes`` / ``dsttypes`` split the types and
+``srcdata`` / ``dstdata`` / ``num_src_nodes()`` follow them. ``g[src, :, dst]`` slices relations
+(several matches flatten into one relation, :func:`flatten_relations`); subgraphs and the rest of
+the shared API come from :class:`~unigraph.dgl.common.GraphAPI`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import itertools
+from typing import Any, Callable, Mapping, NamedTuple
 
 import torch
 from torch import Tensor
 
 from unigraph.dgl import messages
-from unigraph.dgl.base import EID, NID, DGLError, is_all
-from unigraph.dgl.graph import DGLGraph, _paired, check_idtype
+from unigraph.dgl.base import EID, ETYPE, NID, NTYPE, DGLError, is_all
+from unigraph.dgl.common import GraphAPI
+from unigraph.dgl.graph import FORMATS, DGLGraph, _paired, check_idtype, format_names, kept_per_part
+from unigraph.dgl.subgraph import TypedParts
 from unigraph.dgl.views import EdgeView, NodeView, TypedData, as_ids
 from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import FeatureStore
@@ -35,7 +44,7 @@ CanonicalEtype = tuple[str, str, str]
 CROSS_REDUCERS = ("sum", "mean", "max", "min", "stack")
 
 
-class DGLHeteroGraph:
+class DGLHeteroGraph(GraphAPI):
     """Typed nodes and several relations with DGL's API (see the module docstring). Build it with
     :func:`unigraph.dgl.heterograph`."""
 
@@ -80,12 +89,34 @@ class DGLHeteroGraph:
         return list(self._num_nodes)
 
     @property
+    def is_unibipartite(self) -> bool:
+        """Whether no node type is both a source and a destination of some relation (DGL's
+        unidirectional bipartite graph: then ``srctypes`` and ``dsttypes`` split the types)."""
+        return not ({cet[0] for cet in self._relations} & {cet[2] for cet in self._relations})
+
+    @property
     def srctypes(self) -> list[str]:
-        return self.ntypes
+        """The source node types: on a unidirectional bipartite graph every type that is no
+        relation's destination (DGL's), else every node type."""
+        if not self.is_unibipartite:
+            return self.ntypes
+        destinations = {cet[2] for cet in self._relations}
+        return [t for t in self.ntypes if t not in destinations]
 
     @property
     def dsttypes(self) -> list[str]:
-        return self.ntypes
+        if not self.is_unibipartite:
+            return self.ntypes
+        destinations = {cet[2] for cet in self._relations}
+        return [t for t in self.ntypes if t in destinations]
+
+    def _side_types(self, side: str) -> list[str]:
+        return {"src": self.srctypes, "dst": self.dsttypes}.get(side, self.ntypes)
+
+    @property
+    def is_multigraph(self) -> bool:
+        """Whether some relation has several edges between one ordered pair of nodes."""
+        return any(relation.is_multigraph for relation in self._relations.values())
 
     @property
     def canonical_etypes(self) -> list[CanonicalEtype]:
@@ -121,22 +152,92 @@ class DGLHeteroGraph:
     def get_ntype_id(self, ntype: Any) -> int:
         return self.ntypes.index(self._check_ntype(ntype))
 
+    def get_ntype_id_from_src(self, ntype: Any) -> int:
+        return self.ntypes.index(self._check_ntype(ntype, "src"))
+
+    def get_ntype_id_from_dst(self, ntype: Any) -> int:
+        return self.ntypes.index(self._check_ntype(ntype, "dst"))
+
     def get_etype_id(self, etype: Any) -> int:
         return self.canonical_etypes.index(self.to_canonical_etype(etype))
 
-    def _check_ntype(self, ntype: Any) -> str:
+    def _check_ntype(self, ntype: Any, side: str = "node") -> str:
+        """``ntype`` among the types of ``side`` (``node``: all; ``src`` / ``dst``: the source /
+        destination types); None where that side has one type; ``'SRC/t'`` / ``'DST/t'`` name
+        ``t`` as a source / destination type (DGL's names on a unidirectional bipartite graph)."""
+        if isinstance(ntype, str) and ntype[:4] in ("SRC/", "DST/") and ntype not in self._num_nodes:
+            side, ntype = ("src" if ntype[:4] == "SRC/" else "dst"), ntype[4:]
+        names = self._side_types(side)
         if ntype is None:
-            if len(self._num_nodes) != 1:
-                raise DGLError(f"node type name must be given: this graph has node types {self.ntypes}")
-            return self.ntypes[0]
-        if ntype not in self._num_nodes:
-            raise DGLError(f"node type {ntype!r} does not exist; this graph has {self.ntypes}")
+            if len(names) != 1:
+                raise DGLError(f"node type name must be given: this graph has node types {names}")
+            return names[0]
+        if ntype not in names:
+            kind = {"src": "source node type", "dst": "destination node type"}.get(side, "node type")
+            raise DGLError(f"{kind} {ntype!r} does not exist; this graph has {names}")
         return ntype
+
+    def _relation_of(self, etype: Any) -> DGLGraph:
+        return self[etype]
+
+    # ------------------------------------------------------------------ typed parts (unigraph.dgl.subgraph)
+    def _typed_parts(self) -> TypedParts:
+        return TypedParts(dict(self._num_nodes), dict(self._stores), dict(self._relations))
+
+    def _assembled(self, counts: Mapping[str, int], edges: Mapping) -> "DGLHeteroGraph":
+        """A heterograph of this one's id type and initializers with the relations ``edges``
+        ({canonical etype: (src, dst)}, valid ids) over ``counts`` nodes per type; no features."""
+        relations = {cet: _trusted_relation(src, dst, cet, counts) for cet, (src, dst) in edges.items()}
+        out = DGLHeteroGraph(relations, counts, self._idtype)
+        for kind, inits in self._initializers.items():   # (the relations share this very dict)
+            out._initializers[kind].update(inits)
+        return out
+
+    def _with_relations(self, cets: list[CanonicalEtype]):
+        """The relations ``cets`` (in that order) with every node of the types they join, sharing
+        this graph's node and edge stores (DGL's ``edge_type_subgraph``): one relation over at most
+        two types is a :class:`DGLGraph`, anything more a heterograph."""
+        ntypes = [t for t in self._num_nodes if any(t in (cet[0], cet[2]) for cet in cets)]
+        relations = {}
+        for cet in cets:   # in the order given, as DGL keeps them
+            relation = self._relations[cet]._shallow()
+            relation.edata = self._relations[cet].edata   # shared, as DGL shares its edge frames
+            relations[cet] = relation
+        if len(relations) == 1 and len(ntypes) <= 2:
+            ((cet, relation),) = relations.items()
+            relation.srcdata, relation.dstdata = self._stores[cet[0]], self._stores[cet[2]]
+            return relation
+        out = DGLHeteroGraph.__new__(DGLHeteroGraph)
+        out._num_nodes = {t: self._num_nodes[t] for t in ntypes}
+        out._stores = {t: self._stores[t] for t in ntypes}
+        out._initializers = {kind: dict(inits) for kind, inits in self._initializers.items()}
+        out._idtype = self._idtype
+        out._batch_num_nodes = out._batch_num_edges = None
+        out._relations = {cet: out._adopt(cet, relation) for cet, relation in relations.items()}
+        return out
 
     def __getitem__(self, etype: Any) -> DGLGraph:
         """The relation graph of ``etype`` (a name or a canonical triple); it shares this graph's
-        node and edge features."""
+        node and edge features. A triple with ``:`` parts is DGL's relation slice
+        (:func:`unigraph.dgl.subgraph.relation_slice`: several matches are flattened into one)."""
+        if isinstance(etype, tuple) and any(isinstance(part, slice) for part in etype):
+            return self._relation_slice(etype)
         return self._relations[self.to_canonical_etype(etype)]
+
+    def _relation_slice(self, key: tuple):
+        """DGL's ``g[srctype, etype, dsttype]`` where any part may be ``:`` (every type): the one
+        relation that matches (the relation graph itself, sharing the features), or the matching
+        relations flattened into one (:func:`flatten_relations`)."""
+        if len(key) != 3 or any(isinstance(part, slice) and part != slice(None) for part in key):
+            raise DGLError(f"invalid relation slice {key!r}: use a type name or ':' for each of "
+                           "(srctype, etype, dsttype)")
+        chosen = [cet for cet in self._relations
+                  if all(isinstance(part, slice) or part == name for part, name in zip(key, cet))]
+        if not chosen:
+            raise DGLError(f"no relation matches {key!r}; this graph has {self.canonical_etypes}")
+        if len(chosen) == 1:
+            return self._relations[chosen[0]]
+        return flatten_relations(self, chosen)
 
     # ------------------------------------------------------------------ counts and ids
     @property
@@ -153,9 +254,9 @@ class DGLHeteroGraph:
         return ids.to(self._idtype)
 
     def _num_nodes_of(self, ntype: Any, side: str = "node") -> int:
-        if ntype is None and len(self._num_nodes) > 1:
-            return sum(self._num_nodes.values())
-        return self._num_nodes[self._check_ntype(ntype)]
+        if ntype is None:
+            return sum(self._num_nodes[t] for t in self._side_types(side))
+        return self._num_nodes[self._check_ntype(ntype, side)]
 
     def _num_edges_of(self, etype: Any) -> int:
         if etype is None and len(self._relations) > 1:
@@ -168,7 +269,13 @@ class DGLHeteroGraph:
     def num_edges(self, etype: Any = None) -> int:
         return self._num_edges_of(etype)
 
-    num_src_nodes = num_dst_nodes = number_of_nodes = number_of_src_nodes = number_of_dst_nodes = num_nodes
+    def num_src_nodes(self, ntype: Any = None) -> int:
+        return self._num_nodes_of(ntype, "src")
+
+    def num_dst_nodes(self, ntype: Any = None) -> int:
+        return self._num_nodes_of(ntype, "dst")
+
+    number_of_nodes, number_of_src_nodes, number_of_dst_nodes = num_nodes, num_src_nodes, num_dst_nodes
     number_of_edges = num_edges
 
     # ------------------------------------------------------------------ batches (dgl.batch)
@@ -190,9 +297,43 @@ class DGLHeteroGraph:
             return torch.tensor([self._relations[cet].num_edges], dtype=self._idtype, device=self.device)
         return self._out_ids(self._batch_num_edges[cet].to(self.device))
 
+    def set_batch_num_nodes(self, val: Mapping[str, Tensor]) -> None:
+        """The node count of each type in each graph of a batch (``{ntype: counts}``; DGL's)."""
+        self._batch_num_nodes = self._batch_counts(val, self.ntypes, self._num_nodes_of, "nodes")
+
+    def set_batch_num_edges(self, val: Mapping[Any, Tensor]) -> None:
+        """The edge count of each relation in each graph of a batch (``{etype: counts}``)."""
+        counts = {self.to_canonical_etype(k): v for k, v in self._as_typed(val, "batch_num_edges").items()}
+        self._batch_num_edges = self._batch_counts(counts, self.canonical_etypes, self._num_edges_of, "edges")
+
+    def _as_typed(self, val: Any, what: str) -> Mapping:
+        """``val`` as a dict by type (a bare value where the graph has one type of that kind)."""
+        if isinstance(val, Mapping):
+            return val
+        types = self.ntypes if "nodes" in what else self.canonical_etypes
+        if len(types) != 1:
+            raise DGLError(f"{what} of a graph with several types must be a dict by type, got {type(val).__name__}")
+        return {types[0]: val}
+
+    def _batch_counts(self, val: Any, types: list, total_of: Callable, what: str) -> dict:
+        """Per type, the counts ``val`` gives (int64 on the CPU), checked: one per graph of the
+        batch for every type, each type's summing to its total."""
+        val = self._as_typed(val, f"batch_num_{what}")
+        missing = [t for t in types if t not in val]
+        if missing:
+            raise DGLError(f"batch_num_{what} lacks the types {missing}")
+        out = {t: torch.as_tensor(val[t]).to(torch.int64).reshape(-1).cpu() for t in types}
+        sizes = {t: c.numel() for t, c in out.items()}
+        if len(set(sizes.values())) > 1:
+            raise DGLError(f"batch_num_{what} gives different batch sizes per type: {sizes}")
+        for t, c in out.items():
+            if bool((c < 0).any()) or int(c.sum()) != total_of(t):
+                raise DGLError(f"batch_num_{what}[{t!r}] sums to {int(c.sum())}, the graph has {total_of(t)} {what}")
+        return out
+
     # ------------------------------------------------------------------ features
     def _node_store(self, ntype: Any, side: str = "node") -> FeatureStore:
-        return self._stores[self._check_ntype(ntype)]
+        return self._stores[self._check_ntype(ntype, side)]
 
     def _edge_store(self, etype: Any) -> FeatureStore:
         return self[etype].edata
@@ -213,19 +354,36 @@ class DGLHeteroGraph:
     def nodes(self) -> NodeView:
         return NodeView(self)
 
-    srcnodes = dstnodes = nodes
+    @property
+    def srcnodes(self) -> NodeView:
+        return NodeView(self, "src")
+
+    @property
+    def dstnodes(self) -> NodeView:
+        return NodeView(self, "dst")
 
     @property
     def edges(self) -> EdgeView:
         return EdgeView(self)
 
+    def _typed_stores(self, side: str, what: str):
+        """The stores of ``side``'s types: the store itself where there is one type, else DGL's dict form."""
+        names = self._side_types(side)
+        if len(names) == 1:
+            return self._stores[names[0]]
+        return TypedData({t: self._stores[t] for t in names}, what)
+
     @property
     def ndata(self):
-        if len(self._stores) == 1:
-            return next(iter(self._stores.values()))
-        return TypedData(self._stores, "ndata")
+        return self._typed_stores("node", "ndata")
 
-    srcdata = dstdata = ndata
+    @property
+    def srcdata(self):
+        return self._typed_stores("src", "srcdata")
+
+    @property
+    def dstdata(self):
+        return self._typed_stores("dst", "dstdata")
 
     @property
     def edata(self):
@@ -249,6 +407,10 @@ class DGLHeteroGraph:
             relations[cet] = copy
         return self._rebuilt(relations, stores, self._idtype)
 
+    def _node_stores(self):
+        """The node stores as :meth:`_rebuilt` takes them (by type)."""
+        return self._stores
+
     def _all_stores(self) -> list[FeatureStore]:
         """Every feature store: one per node type, one per relation."""
         return list(self._stores.values()) + [g.edata for g in self._relations.values()]
@@ -256,6 +418,22 @@ class DGLHeteroGraph:
     def local_scope(self):
         from unigraph import graph_compat  # restores every store on exit
         return graph_compat.restore_on_exit(self, self._all_stores())
+
+    # ------------------------------------------------------------------ sparse formats (DGL's bookkeeping)
+    def formats(self, formats: Any = None):
+        """DGL's sparse-format bookkeeping over every relation (see :meth:`DGLGraph.formats`):
+        ``created`` lists a format some relation has made."""
+        if formats is None:
+            made = [f for f in FORMATS if any(f in r._formats_made for r in self._relations.values())]
+            allowed = self._any_relation()._formats_allowed if self._relations else FORMATS
+            return {"created": made, "not created": [f for f in allowed if f not in made]}
+        format_names(formats)   # checked before any copy
+        relations = {cet: relation.formats(formats) for cet, relation in self._relations.items()}
+        return self._rebuilt(relations, self._node_stores(), self._idtype)   # features shared, as DGL's copy
+
+    def create_formats_(self) -> None:
+        for relation in self._relations.values():
+            relation.create_formats_()
 
     # ------------------------------------------------------------------ structure
     def all_edges(self, form: str = "uv", order: str = "eid", etype: Any = None):
@@ -318,6 +496,29 @@ class DGLHeteroGraph:
 
     def clone(self) -> "DGLHeteroGraph":
         return self.local_var()
+
+    def reverse(self, copy_ndata: bool = True, copy_edata: bool = False) -> "DGLHeteroGraph":
+        """Every relation ``(u, e, v)`` as ``(v, e, u)`` with its edges flipped (edge ids and the
+        relation order kept: DGL's ``dgl.reverse``); node features shared with ``copy_ndata``,
+        each relation's edge features with ``copy_edata``."""
+        if self.is_block:
+            raise DGLError("reverse of a block is not supported (DGL refuses it too)")
+        flipped = {(v, e, u): g for (u, e, v), g in self._relations.items()}
+        relations = {cet: _trusted_relation(rel._coo()[1], rel._coo()[0], cet, self._num_nodes)
+                     for cet, rel in flipped.items()}
+        out = DGLHeteroGraph(relations, self._num_nodes, self._idtype)
+        out._relations = {cet: out._relations[cet] for cet in flipped}   # DGL keeps the relation order
+        for kind, inits in self._initializers.items():
+            out._initializers[kind].update(inits)
+        if copy_ndata:
+            for ntype, store in self._stores.items():
+                for key, value in store.items():
+                    out._stores[ntype][key] = value
+        if copy_edata:
+            for cet, relation in flipped.items():
+                for key, value in relation.edata.items():
+                    out._relations[cet].edata[key] = value
+        return out
 
     # ------------------------------------------------------------------ mutations (in place, as DGL)
     def _set_relation(self, cet: CanonicalEtype, src: Tensor, dst: Tensor, edata: Mapping[str, Tensor]) -> None:
@@ -458,17 +659,26 @@ class DGLHeteroGraph:
 
     # ------------------------------------------------------------------ message passing
     def apply_edges(self, func: Any, edges: Any = "__ALL__", etype: Any = None, inplace: bool = False) -> None:
-        if etype is None and len(self._relations) > 1:
-            for graph in self._relations.values():
-                graph.apply_edges(func, edges)
+        """On relation ``etype`` (or the only one). Without ``etype`` on several relations: a
+        built-in function on every edge of every relation that has its inputs (DGL's rule; a
+        user-defined function must name its relation)."""
+        if etype is not None or len(self._relations) == 1:
+            self[etype].apply_edges(func, edges)
             return
-        self[etype].apply_edges(func, edges)
+        if not isinstance(func, MessageFunction):
+            raise DGLError("apply_edges with a user-defined function on a graph of several edge types needs etype "
+                           "(DGL's rule): call apply_edges(func, etype=...) per relation")
+        if not is_all(edges):
+            raise DGLError("apply_edges on chosen edges of a graph of several edge types needs etype")
+        for relation in self._relations.values():
+            if _has_inputs(relation, func):
+                relation.apply_edges(func)
 
     def apply_nodes(self, func: Callable, v: Any = "__ALL__", ntype: Any = None, inplace: bool = False) -> None:
         ntype = self._check_ntype(ntype)
         count = self._num_nodes[ntype]
         ids = None if is_all(v) else as_ids(v, count, "v", self.device)
-        messages.apply_nodes(self._any_relation(), self._stores[ntype], count, ids, func)
+        messages.apply_nodes(self._any_relation(), self._stores[ntype], count, ids, func, ntype)
 
     def send_and_recv(self, edges: Any, message_func: Any, reduce_func: Any, apply_node_func: Callable | None = None,
                       etype: Any = None, inplace: bool = False) -> None:
@@ -530,7 +740,7 @@ class DGLHeteroGraph:
                 self._stores[ntype][key] = combined
             if apply_node_func is not None:
                 messages.apply_nodes(self._any_relation(), self._stores[ntype], self._num_nodes[ntype], None,
-                                     apply_node_func)
+                                     apply_node_func, ntype)
 
     def __repr__(self) -> str:
         return (f"Graph(num_nodes={self._num_nodes},\n      num_edges="
@@ -576,8 +786,86 @@ def relation_graph(src: Tensor, dst: Tensor, cet, counts: Mapping[str, int]) -> 
     return rel._with_types(src_type, etype, dst_type, block=False)
 
 
-def kept_per_part(counts: Tensor, kept: Tensor) -> Tensor:
-    """A batch's rows per part after keeping the rows ``kept`` (old row ids) of ``counts`` per part."""
-    counts = counts.to(torch.int64).cpu()
-    part = torch.repeat_interleave(torch.arange(counts.numel()), counts)
-    return torch.bincount(part[kept.cpu()], minlength=counts.numel())
+
+
+def _has_inputs(relation: DGLGraph, func: MessageFunction) -> bool:
+    """Whether ``relation`` holds the fields the built-in ``func`` reads."""
+    stores = {"u": relation.srcdata, "v": relation.dstdata, "e": relation.edata}
+    needed = [(func.lhs_target, func.lhs_field)] + ([] if func.op == "copy" else [(func.rhs_target, func.rhs_field)])
+    return all(field in stores[target] for target, field in needed)
+
+
+def _trusted_relation(src: Tensor, dst: Tensor, cet: CanonicalEtype, counts: Mapping[str, int]) -> DGLGraph:
+    """:func:`relation_graph` for ids already known valid (no check)."""
+    graph = DGLGraph._trusted(src, dst, counts[cet[0]], counts[cet[2]], cet[0] != cet[2])
+    return graph._with_types(*cet, block=False)
+
+
+# ---------------------------------------------------------------------- relation slices (g[src, :, dst])
+def flatten_relations(graph: DGLHeteroGraph, chosen: list[CanonicalEtype]) -> DGLGraph:
+    """The relations ``chosen`` as one relation (DGL's flattening): the source types' nodes laid
+    one type after another (type id order) as one source type named ``'+'``-joined, the
+    destination types likewise (one node type when both sets are equal), every edge relation after
+    relation. ``ndata[dgl.NTYPE]`` / ``[dgl.NID]`` hold each node's type id and id within it
+    (int64), ``edata[dgl.ETYPE]`` / ``[dgl.EID]`` each edge's (the id type); the features every
+    type with rows has are concatenated (DGL's frame combination)."""
+    type_id = {t: i for i, t in enumerate(graph.ntypes)}
+    relation_id = {cet: i for i, cet in enumerate(graph.canonical_etypes)}
+    src_types = sorted({cet[0] for cet in chosen}, key=type_id.get)
+    dst_types = sorted({cet[2] for cet in chosen}, key=type_id.get)
+    homogeneous = src_types == dst_types
+    src_side, dst_side = _laid_out(graph, src_types, type_id), _laid_out(graph, dst_types, type_id)
+    device = graph.device
+    srcs, dsts, etype_ids, eids = [], [], [], []
+    for cet in chosen:
+        src, dst = graph._relations[cet]._coo()
+        srcs.append(src + src_side.offset[cet[0]])
+        dsts.append(dst + dst_side.offset[cet[2]])
+        etype_ids.append(torch.full_like(src, relation_id[cet]))
+        eids.append(torch.arange(src.numel(), device=device))
+    name = (lambda types: "+".join(sorted(types)))
+    out = DGLGraph._trusted(torch.cat(srcs), torch.cat(dsts), src_side.count, dst_side.count, not homogeneous)
+    out._with_types(name(src_types), name(cet[1] for cet in chosen), name(dst_types), block=False)
+    out._src_first, out._idtype = True, graph.idtype
+    out._initializers = {kind: dict(inits) for kind, inits in graph._initializers.items()}
+    sides = [(out.srcdata, src_types, src_side)] + ([] if homogeneous else [(out.dstdata, dst_types, dst_side)])
+    for store, types, side in sides:
+        _common_columns(store, [(graph._stores[t], graph._num_nodes[t]) for t in types])
+        store[NTYPE] = side.type_ids
+        store[NID] = side.local_ids
+    _common_columns(out.edata, [(graph._relations[cet].edata, graph._relations[cet]._src.numel()) for cet in chosen])
+    out.edata[ETYPE] = graph._out_ids(torch.cat(etype_ids))
+    out.edata[EID] = graph._out_ids(torch.cat(eids))
+    return out
+
+
+class _Side(NamedTuple):
+    count: int
+    offset: dict[str, int]
+    type_ids: Tensor
+    local_ids: Tensor
+
+
+def _laid_out(graph: DGLHeteroGraph, types: list[str], type_id: Mapping[str, int]) -> _Side:
+    """The nodes of ``types`` one type after another: each type's first id, and each node's type
+    id and id within its type (int64)."""
+    counts = [graph._num_nodes[t] for t in types]
+    offsets = dict(zip(types, [0, *itertools.accumulate(counts)][:-1]))
+    device = graph.device
+    sizes = torch.tensor(counts, dtype=torch.int64, device=device)
+    type_ids = torch.repeat_interleave(torch.tensor([type_id[t] for t in types], device=device), sizes)
+    local = torch.cat([torch.arange(n, device=device) for n in counts])
+    return _Side(sum(counts), offsets, type_ids, local)
+
+
+def _common_columns(target: FeatureStore, stores: list[tuple[FeatureStore, int]]) -> None:
+    """``target[key]`` = the stores' ``key`` one after another, for the keys every store with rows
+    has (DGL's frame combination; shapes and dtypes must agree)."""
+    stores = [store for store, rows in stores if rows > 0]
+    if not stores:
+        return
+    for key in [k for k in stores[0] if all(k in store for store in stores)]:
+        parts = [store[key] for store in stores]
+        if len({(tuple(p.shape[1:]), p.dtype) for p in parts}) > 1:
+            raise DGLError(f"cannot concatenate the feature {key!r}: its shapes or dtypes differ across the types")
+        target[key] = torch.cat(parts)

@@ -25,11 +25,35 @@ import torch
 from torch import Tensor
 
 from unigraph.dgl.base import DGLError
-from unigraph.function import ReduceFunction
+from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
 from unigraph.message_passing import dgl_style
-from unigraph.message_passing.dgl_style import NodeBatch
+from unigraph.message_passing.dgl_style import EdgeBatch, NodeBatch
+
+
+def _typed_edges(g, func: Any) -> Any:
+    """A user-defined edge function that sees ``edges.canonical_etype`` (DGL's edge batches
+    carry it); a built-in as it is."""
+    if isinstance(func, (MessageFunction, ReduceFunction)) or not callable(func):
+        return func
+    cet = g.canonical_etypes[0]
+
+    def typed(edges):
+        edges.canonical_etype = cet
+        return func(edges)
+    return typed
+
+
+def _typed_nodes(ntype: str, func: Any) -> Any:
+    """A user-defined node function (reducer, node update) that sees ``nodes.ntype``."""
+    if isinstance(func, (MessageFunction, ReduceFunction)) or not callable(func):
+        return func
+
+    def typed(nodes):
+        nodes.ntype = ntype
+        return func(nodes)
+    return typed
 
 
 def _scratch(g, eids: Tensor | None) -> CoreGraph:
@@ -63,7 +87,7 @@ def send_and_recv(g, eids: Tensor | None, receivers: Tensor | None, message_func
     scratch = _scratch(g, eids)
     before = dict(scratch.dstdata.items())
     if eids is None or eids.numel():
-        dgl_style.update_all(scratch, message_func, reduce_func)
+        dgl_style.update_all(scratch, _typed_edges(g, message_func), _typed_nodes(g._dsttype, reduce_func))
     results = _written(scratch.dstdata, before)
     builtin = isinstance(reduce_func, ReduceFunction)
     silent = None if receivers is None and builtin else _without_messages(g, eids, receivers)
@@ -79,7 +103,7 @@ def send_and_recv(g, eids: Tensor | None, receivers: Tensor | None, message_func
         else:
             g._write_rows(g.dstdata, key, receivers, value.index_select(0, receivers), "node", num_dst)
     if apply_node_func is not None:
-        apply_nodes(g, g.dstdata, num_dst, receivers, apply_node_func)
+        apply_nodes(g, g.dstdata, num_dst, receivers, apply_node_func, g._dsttype)
 
 
 def _without_messages(g, eids: Tensor | None, receivers: Tensor | None) -> Tensor:
@@ -101,7 +125,7 @@ def apply_edges(g, eids: Tensor | None, func: Any) -> None:
     """Edge features from ``func`` on the edges ``eids`` (None: every edge)."""
     scratch = _scratch(g, eids)
     before = dict(scratch.edata.items())
-    dgl_style.apply_edges(scratch, func)
+    dgl_style.apply_edges(scratch, _typed_edges(g, func))
     for key, value in _written(scratch.edata, before).items():
         if eids is None:
             g.edata[key] = value
@@ -109,13 +133,12 @@ def apply_edges(g, eids: Tensor | None, func: Any) -> None:
             g._write_rows(g.edata, key, eids, value, "edge", g._src.numel())
 
 
-def apply_nodes(g, store: FeatureStore, count: int, ids: Tensor | None, func: Callable) -> None:
-    """Node features from ``func(NodeBatch)`` on the nodes ``ids`` (None: all ``count``) of ``store``."""
+def apply_nodes(g, store: FeatureStore, count: int, ids: Tensor | None, func: Callable, ntype: str) -> None:
+    """Node features from ``func(NodeBatch)`` on the nodes ``ids`` (None: all ``count``) of
+    ``store``, the nodes of type ``ntype`` (``nodes.ntype`` in the batch, as DGL's)."""
     if not callable(func):
         raise DGLError(f"the node function must be callable, got {type(func).__name__}")
-    nodes = torch.arange(count, device=g.device) if ids is None else ids
-    data = dict(store.items()) if ids is None else {key: value.index_select(0, ids) for key, value in store.items()}
-    result = func(NodeBatch(g._out_ids(nodes), data))
+    result = func(node_batch(g, store, count, ids, ntype))
     if not isinstance(result, dict) or not all(isinstance(v, Tensor) for v in result.values()):
         raise DGLError(f"a node function must return a dict of tensors, got {type(result).__name__}")
     for key, value in result.items():
@@ -123,3 +146,23 @@ def apply_nodes(g, store: FeatureStore, count: int, ids: Tensor | None, func: Ca
             store[key] = value
         else:
             g._write_rows(store, key, ids, value, "node", count)
+
+
+def node_batch(g, store: FeatureStore, count: int, ids: Tensor | None, ntype: str) -> NodeBatch:
+    """DGL's node batch of the nodes ``ids`` (None: all ``count``) of ``store``, typed ``ntype``."""
+    nodes = torch.arange(count, device=g.device) if ids is None else ids
+    data = dict(store.items()) if ids is None else {key: value.index_select(0, ids) for key, value in store.items()}
+    batch = NodeBatch(g._out_ids(nodes), data)
+    batch.ntype = ntype
+    return batch
+
+
+def edge_batch(g, ids: Tensor) -> EdgeBatch:
+    """DGL's edge batch of the edges ``ids`` of relation ``g`` (their endpoints' features and
+    their own), typed ``g.canonical_etypes[0]``."""
+    src, dst = (ends.index_select(0, ids) for ends in g._coo())
+    batch = EdgeBatch({key: value.index_select(0, src) for key, value in g.srcdata.items()},
+                      {key: value.index_select(0, dst) for key, value in g.dstdata.items()},
+                      {key: value.index_select(0, ids) for key, value in g.edata.items()})
+    batch.canonical_etype = g.canonical_etypes[0]
+    return batch

@@ -11,9 +11,11 @@ on heterographs too, as DGL's.
 from __future__ import annotations
 
 import itertools
+import sys
 import warnings
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -22,7 +24,10 @@ from unigraph.dgl.base import EID, NID, DGLError, is_all
 from unigraph.dgl.convert import heterograph
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heteroblock import DGLHeteroBlock
-from unigraph.dgl.heterograph import DGLHeteroGraph, kept_per_part, one_relation, relation_graph
+from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation
+from unigraph.dgl.subgraph import (  # noqa: F401  (dgl.transforms' names for them)
+    TypedParts, assemble, edge_subgraph, edge_type_subgraph, in_subgraph, khop_in_subgraph, khop_out_subgraph,
+    node_subgraph, node_type_subgraph, out_subgraph, typed_parts, with_features)
 from unigraph.dgl.views import as_ids, first_appearance
 from unigraph.graph import Graph as CoreGraph
 from unigraph.graph import unique_pairs
@@ -216,6 +221,37 @@ def add_reverse_edges(g: Any, readonly: Any = None, copy_ndata: bool = True, cop
     return out
 
 
+def metapath_reachable_graph(g: Any, metapath: Sequence[Any]):
+    """The graph joining each node of the first relation's source type to every node of the last
+    relation's destination type that a walk along the relations ``metapath`` reaches (DGL's
+    ``metapath_reachable_graph``): one edge per reachable pair, sorted by (source, destination),
+    relation ``'_E'``; the node features of both types come along."""
+    _graph_only(g, "metapath_reachable_graph")
+    chain = [g.to_canonical_etype(etype) for etype in metapath]
+    if not chain:
+        raise DGLError("metapath_reachable_graph needs at least one edge type")
+    for before, after in zip(chain, chain[1:]):
+        if before[2] != after[0]:
+            raise DGLError(f"metapath: {before} ends at {before[2]!r} but {after} starts at {after[0]!r}")
+    import scipy.sparse
+    reach = None
+    for cet in chain:
+        relation = g[cet] if isinstance(g, DGLHeteroGraph) else g
+        src, dst = (ids.cpu().numpy() for ids in relation._coo())
+        step = scipy.sparse.csr_matrix((np.ones(src.size, dtype=np.int64), (src, dst)),
+                                       shape=(relation._num_src, relation._num_dst))
+        reach = step if reach is None else reach @ step
+        reach = (reach != 0).astype(np.int64)   # reachability only: path counts would overflow
+    src_type, dst_type = chain[0][0], chain[-1][2]
+    rows, cols = (torch.from_numpy(ids.astype(np.int64)) for ids in reach.nonzero())   # sorted by (row, column)
+    out = heterograph({(src_type, "_E", dst_type): (rows, cols)},
+                      {src_type: reach.shape[0], dst_type: reach.shape[1]}, idtype=g.idtype, device=g.device)
+    for ntype in dict.fromkeys((src_type, dst_type)):
+        for key, value in g.nodes[ntype].data.items():
+            out.nodes[ntype].data[key] = value
+    return out
+
+
 # ---------------------------------------------------------------------- mutations as functions
 def add_nodes(g: Any, num: int, data: Any = None, ntype: Any = None):
     """A copy of ``g`` with ``num`` more nodes (DGL's ``dgl.add_nodes``; see ``g.add_nodes``)."""
@@ -243,20 +279,7 @@ def remove_edges(g: Any, eids: Any, etype: Any = None, store_ids: bool = False):
     ``dgl.remove_edges``): the other edges keep their order and features; a batched graph's edge
     counts follow; with ``store_ids``, ``edata[dgl.EID]`` holds the ids they had."""
     out = _mutable_copy(g, "remove_edges")
-    if isinstance(out, DGLHeteroGraph):
-        out.remove_edges(eids, etype=etype, store_ids=store_ids)
-        return out
-    removed = as_ids(eids, out.num_edges(etype), "edge ids", out.device)
-    if removed.numel() == 0:
-        return out  # DGL leaves the graph as it is
-    keep = torch.ones(out.num_edges, dtype=torch.bool, device=out.device)
-    keep[removed] = False
-    batch_edges = out._batch_num_edges
-    out.remove_edges(removed, etype=etype, store_ids=store_ids)
-    if batch_edges is not None:
-        out._batch_num_edges = kept_per_part(batch_edges, keep.nonzero().flatten()).to(batch_edges.device)
-    if store_ids:
-        out.edata[EID] = out._out_ids(keep.nonzero().flatten())
+    out.remove_edges(eids, etype=etype, store_ids=store_ids)
     return out
 
 
@@ -301,33 +324,26 @@ def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = Fa
     return (out, g._out_ids(inverse)) if writeback_mapping else out
 
 
-def reverse(g: Any, copy_ndata: bool = True, copy_edata: bool = False, **kwargs) -> DGLGraph:
-    """Every edge flipped (edge ids keep their order)."""
-    g = _homogeneous(g, "reverse")
+def reverse(g: Any, copy_ndata: bool = True, copy_edata: bool = False, *, share_ndata: Any = None,
+            share_edata: Any = None):
+    """Every edge flipped, edge ids kept (DGL's ``dgl.reverse``; a relation ``(u, e, v)`` of a
+    heterograph becomes ``(v, e, u)``); node features shared with ``copy_ndata``, edge features
+    with ``copy_edata`` (``share_ndata`` / ``share_edata``: DGL's old names for them)."""
+    if share_ndata is not None:
+        warnings.warn("reverse: share_ndata is now copy_ndata", DeprecationWarning, stacklevel=2)
+        copy_ndata = share_ndata
+    if share_edata is not None:
+        warnings.warn("reverse: share_edata is now copy_edata", DeprecationWarning, stacklevel=2)
+        copy_edata = share_edata
+    _graph_only(g, "reverse")
+    if isinstance(g, DGLHeteroGraph):
+        return g.reverse(copy_ndata=copy_ndata, copy_edata=copy_edata)
     out = g._carry(CoreGraph.reverse(g))  # the core's: features along, built formats swapped
     out._srctype, out._dsttype = g._dsttype, g._srctype
     for store in ((out.srcdata, out.dstdata) if not copy_ndata else ()) + ((out.edata,) if not copy_edata else ()):
         for key in list(store):
             del store[key]
     return out
-
-
-# ---------------------------------------------------------------------- subgraphs
-def node_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
-    """``g.subgraph(nodes)`` (see :meth:`DGLGraph.subgraph`)."""
-    return _homogeneous(g, "node_subgraph").subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
-
-
-def edge_subgraph(g: Any, edges: Any, *, relabel_nodes: bool = True, store_ids: bool = True, **kwargs) -> DGLGraph:
-    return _homogeneous(g, "edge_subgraph").edge_subgraph(edges, relabel_nodes=relabel_nodes, store_ids=store_ids)
-
-
-def in_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
-    return _homogeneous(g, "in_subgraph").in_subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
-
-
-def out_subgraph(g: Any, nodes: Any, *, relabel_nodes: bool = False, store_ids: bool = True, **kwargs) -> DGLGraph:
-    return _homogeneous(g, "out_subgraph").out_subgraph(nodes, relabel_nodes=relabel_nodes, store_ids=store_ids)
 
 
 def to_block(g: Any, dst_nodes: Any = None, include_dst_in_src: bool = True, src_nodes: Any = None):
@@ -470,59 +486,85 @@ def _checked_sources(given: dict[str, Tensor], dst: dict[str, Tensor], include_d
 
 
 # ---------------------------------------------------------------------- batches
-def batch(graphs: Sequence[Any], ndata: Any = "__ALL__", edata: Any = "__ALL__") -> DGLGraph | DGLHeteroGraph:
-    """One graph holding ``graphs`` side by side (node ids offset), features concatenated (those
-    every graph has, or those named); ``batch_num_nodes()``/``batch_num_edges()`` remember the parts.
-    Heterographs of one schema batch per node type and relation (:func:`_batch_typed`)."""
+def batch(graphs: Sequence[Any], ndata: Any = "__ALL__", edata: Any = "__ALL__"):
+    """One graph holding ``graphs`` side by side (DGL's ``dgl.batch``): graphs of one kind and
+    schema (homogeneous, bipartite or heterographs with the same node types and relations), ids
+    offset per node type, each relation's edges one graph after another. Features are
+    concatenated per type over the graphs that have rows of it (all of them where none has):
+    every feature (``ndata`` / ``edata`` ``dgl.ALL``; those graphs must then hold the same
+    features, shapes and dtypes, as DGL checks), the ones named (a list), or none (None).
+    ``batch_num_nodes(ntype)`` / ``batch_num_edges(etype)`` remember the parts."""
     graphs = list(graphs)
-    if any(isinstance(g, DGLHeteroGraph) for g in graphs):
-        return _batch_typed(graphs, ndata, edata)
-    graphs = [_homogeneous(g, "batch") for g in graphs]
     if not graphs:
         raise DGLError("batch needs at least one graph")
-    if any(g.is_bipartite for g in graphs):
-        raise DGLError("batch of bipartite graphs or blocks is not supported")
-    counts = [g._num_src for g in graphs]
-    offsets = torch.tensor([0] + counts[:-1], device=graphs[0].device).cumsum(0)
-    src = torch.cat([g._coo()[0] + int(o) for g, o in zip(graphs, offsets)])
-    dst = torch.cat([g._coo()[1] + int(o) for g, o in zip(graphs, offsets)])
-    out = graphs[0]._carry(DGLGraph._trusted(src, dst, sum(counts), sum(counts), False))
-    _concatenated(out.ndata, [g.ndata for g in graphs], ndata)
-    _concatenated(out.edata, [g.edata for g in graphs], edata)
-    out._batch_num_nodes = torch.cat([g.batch_num_nodes().to(torch.int64) for g in graphs])
-    out._batch_num_edges = torch.cat([g.batch_num_edges().to(torch.int64) for g in graphs])
+    for keys, what in ((ndata, "ndata"), (edata, "edata")):
+        if not (is_all(keys) or keys is None or isinstance(keys, (list, tuple))):
+            raise DGLError(f"batch: {what} must be dgl.ALL, a list of feature names or None, got {type(keys).__name__}")
+    parts = [_batchable(g, graphs[0]) for g in graphs]
+    first = parts[0]
+    starts = {t: _starts([p.counts[t] for p in parts]) for t in first.counts}
+    edges = {}
+    for cet in first.relations:
+        ends = [(p.relations[cet]._coo(), starts[cet[0]][i], starts[cet[2]][i]) for i, p in enumerate(parts)]
+        edges[cet] = (torch.cat([src + a for (src, _), a, _ in ends]), torch.cat([dst + b for (_, dst), _, b in ends]))
+    out = assemble(graphs[0], {t: sum(p.counts[t] for p in parts) for t in first.counts}, edges)
+    merged = typed_parts(out)
+    if ndata is not None:
+        for ntype, store in merged.stores.items():
+            _batch_features(store, [(p.stores[ntype], p.counts[ntype]) for p in parts], ndata, f"nodes[{ntype!r}]")
+    if edata is not None:
+        for cet, relation in merged.relations.items():
+            _batch_features(relation.edata, [(p.relations[cet].edata, p.relations[cet]._src.numel()) for p in parts],
+                            edata, f"edges[{cet}]")
+    node_counts = {t: torch.cat([g.batch_num_nodes(t).to(torch.int64).cpu() for g in graphs]) for t in first.counts}
+    edge_counts = {cet: torch.cat([g.batch_num_edges(cet).to(torch.int64).cpu() for g in graphs])
+                   for cet in first.relations}
+    _set_batch(out, node_counts, edge_counts)
     return out
 
 
-def _batch_typed(graphs: list, ndata: Any, edata: Any) -> DGLHeteroGraph:
-    """:func:`batch` of heterographs with the same node types and relations: each type's nodes
-    side by side (ids offset per type), each relation's edges side by side, features concatenated
-    per type and per relation (those every graph has, or those named)."""
-    if not all(isinstance(g, DGLHeteroGraph) for g in graphs):
-        raise DGLError("batch takes heterographs of one schema or homogeneous graphs, not a mix")
-    first = graphs[0]
-    if any(g.ntypes != first.ntypes or g.canonical_etypes != first.canonical_etypes for g in graphs):
-        raise DGLError(f"batch needs heterographs of one schema (node types {first.ntypes}, relations "
-                       f"{first.canonical_etypes}); got {[(g.ntypes, g.canonical_etypes) for g in graphs]}")
-    counts = {t: [g.num_nodes(t) for g in graphs] for t in first.ntypes}
-    offsets = {t: _starts(c) for t, c in counts.items()}
-    totals = {t: sum(c) for t, c in counts.items()}
-    relations = {}
-    for cet in first.canonical_etypes:
-        src_type, _, dst_type = cet
-        src = torch.cat([g[cet]._coo()[0] + offsets[src_type][i] for i, g in enumerate(graphs)])
-        dst = torch.cat([g[cet]._coo()[1] + offsets[dst_type][i] for i, g in enumerate(graphs)])
-        relations[cet] = relation_graph(src, dst, cet, totals)
-    out = DGLHeteroGraph(relations, totals, first.idtype)
-    for ntype in first.ntypes:
-        _concatenated(out.nodes[ntype].data, [g.nodes[ntype].data for g in graphs], ndata)
-    for cet in first.canonical_etypes:
-        _concatenated(out.edges[cet].data, [g.edges[cet].data for g in graphs], edata)
-    out._batch_num_nodes = {t: torch.cat([g.batch_num_nodes(t).to(torch.int64).cpu() for g in graphs])
-                            for t in first.ntypes}
-    out._batch_num_edges = {cet: torch.cat([g.batch_num_edges(cet).to(torch.int64).cpu() for g in graphs])
-                            for cet in first.canonical_etypes}
-    return out
+def _batchable(g: Any, first: Any) -> TypedParts:
+    """``g``'s typed parts, checked to batch with ``first`` (one kind and schema, no block)."""
+    if isinstance(g, DGLHeteroGraph) != isinstance(first, DGLHeteroGraph) or not isinstance(g, (DGLGraph,
+                                                                                               DGLHeteroGraph)):
+        raise DGLError(f"batch takes unigraph.dgl graphs of one kind, got {type(first).__name__} and "
+                       f"{type(g).__name__}")
+    if g.is_block:
+        raise DGLError("batch of blocks is not supported (DGL refuses it too)")
+    if g.ntypes != first.ntypes or g.canonical_etypes != first.canonical_etypes:
+        raise DGLError(f"batch needs graphs of one schema (node types {first.ntypes}, relations "
+                       f"{first.canonical_etypes}); got {g.ntypes} and {g.canonical_etypes}")
+    return typed_parts(g)
+
+
+def _batch_features(target, stores: list[tuple[Any, int]], keys: Any, what: str) -> None:
+    """``target[key]`` = the stores' ``key`` one after another, over the stores with rows (all
+    of them where none has), for every key (``dgl.ALL``: they must all hold the same features) or
+    the keys named; shapes and dtypes must agree (DGL's checks)."""
+    used = [store for store, rows in stores if rows > 0] or [store for store, _ in stores]
+    schemes = [{k: (tuple(v.shape[1:]), v.dtype) for k, v in store.items()} for store in used]
+    names = list(schemes[0]) if is_all(keys) else list(keys)
+    for i, scheme in enumerate(schemes):
+        if is_all(keys) and scheme != schemes[0]:
+            raise DGLError(f"batch: every graph must hold the same features on {what}; graph {i} has {scheme}, "
+                           f"the first {schemes[0]}")
+        missing = [k for k in names if k not in scheme]
+        if missing:
+            raise DGLError(f"batch: graph {i} lacks the features {missing} on {what}")
+        if any(scheme[k] != schemes[0][k] for k in names):
+            raise DGLError(f"batch: the features {names} on {what} differ in shape or dtype between the graphs")
+    for key in names:
+        target[key] = torch.cat([store[key] for store in used])
+
+
+def _set_batch(g: Any, node_counts: dict, edge_counts: dict) -> None:
+    """Record a batch's parts: per node type and relation on a heterograph or a bipartite
+    graph, one tensor each (on the graph's device) on a homogeneous graph."""
+    if isinstance(g, DGLHeteroGraph) or g.is_bipartite:
+        g._batch_num_nodes, g._batch_num_edges = node_counts, edge_counts
+    else:
+        g._batch_num_nodes = next(iter(node_counts.values())).to(g.device)
+        g._batch_num_edges = next(iter(edge_counts.values())).to(g.device)
 
 
 def _starts(counts: list[int]) -> list[int]:
@@ -530,64 +572,72 @@ def _starts(counts: list[int]) -> list[int]:
     return [0, *itertools.accumulate(counts)][:-1]
 
 
-def _concatenated(target, stores: list, keys: Any) -> None:
-    """``target[key]`` = the stores' ``key`` rows one after another, for the keys every store has
-    (``keys`` "__ALL__") or those named."""
-    names = set.intersection(*(set(store) for store in stores)) if is_all(keys) else set(keys or ())
-    for key in sorted(names):
-        target[key] = torch.cat([store[key] for store in stores])
+def _split_sizes(g: Any, given: Any, types: list, of: Any, what: str) -> dict[Any, list[int]]:
+    """Per type, the sizes of the parts (``given``: a dict by type, or the sizes themselves where
+    the graph has one type of that kind; None: the graph's batch counts)."""
+    if given is None:
+        return {t: of(t).to(torch.int64).tolist() for t in types}
+    if not isinstance(given, Mapping):
+        if len(types) != 1:
+            raise DGLError(f"unbatch: {what} of a graph with several types must be a dict by type")
+        given = {types[0]: given}
+    if what == "edge_split":
+        given = {g.to_canonical_etype(k): v for k, v in given.items()}
+    missing = [t for t in types if t not in given]
+    if missing:
+        raise DGLError(f"unbatch: {what} lacks the types {missing}")
+    return {t: torch.as_tensor(given[t]).to(torch.int64).reshape(-1).tolist() for t in types}
 
 
-def unbatch(g: Any, node_split: Any = None, edge_split: Any = None) -> list[DGLGraph]:
-    """The graphs of a :func:`batch` (or the parts ``node_split``/``edge_split`` name)."""
-    if isinstance(g, DGLHeteroGraph):
-        if node_split is not None or edge_split is not None:
-            raise DGLError("unbatch of a heterograph takes its own batch_num_nodes/batch_num_edges (no splits)")
-        return _unbatch_typed(g)
-    g = _homogeneous(g, "unbatch")
-    nodes = torch.as_tensor(node_split if node_split is not None else g.batch_num_nodes()).to(torch.int64).tolist()
-    edges = torch.as_tensor(edge_split if edge_split is not None else g.batch_num_edges()).to(torch.int64).tolist()
-    src, dst = g._coo()
-    parts, node_start, edge_start = [], 0, 0
-    for n, e in zip(nodes, edges):
-        part_src, part_dst = src[edge_start:edge_start + e] - node_start, dst[edge_start:edge_start + e] - node_start
-        if e and (int(part_src.min()) < 0 or int(part_dst.max()) >= n or int(part_src.max()) >= n
-                  or int(part_dst.min()) < 0):
-            raise DGLError("the node and edge splits do not cut the graph into separate parts")
-        part = g._carry(DGLGraph._trusted(part_src, part_dst, n, n, False))
-        for key, value in g.ndata.items():
-            part.ndata[key] = value[node_start:node_start + n]
-        for key, value in g.edata.items():
-            part.edata[key] = value[edge_start:edge_start + e]
-        parts.append(part)
-        node_start, edge_start = node_start + n, edge_start + e
-    return parts
+def unbatch(g: Any, node_split: Any = None, edge_split: Any = None) -> list:
+    """The graphs of a :func:`batch` (DGL's ``dgl.unbatch``), or the parts ``node_split`` /
+    ``edge_split`` name (both or neither; per type for a graph of several): each type's nodes and
+    each relation's edges cut in order, ids and features with them; a part's edges must stay
+    within its nodes."""
+    if (node_split is None) != (edge_split is None):
+        raise DGLError("unbatch: give both node_split and edge_split, or neither")
+    parts = _batchable(g, g)
+    nodes = _split_sizes(g, node_split, list(parts.counts), g.batch_num_nodes, "node_split")
+    edges = _split_sizes(g, edge_split, list(parts.relations), g.batch_num_edges, "edge_split")
+    sizes = {len(c) for c in (*nodes.values(), *edges.values())}
+    if len(sizes) != 1:
+        raise DGLError(f"unbatch: the splits give different numbers of graphs per type: {sorted(sizes)}")
+    for t, c in (*nodes.items(), *edges.items()):
+        total = parts.counts[t] if t in parts.counts else parts.relations[t]._src.numel()
+        if sum(c) != total or min(c, default=0) < 0:
+            raise DGLError(f"unbatch: the sizes for {t!r} sum to {sum(c)}, the graph has {total}")
+    return [_part(g, parts, nodes, edges, i, store_ids=False) for i in range(sizes.pop())]
 
 
-def _unbatch_typed(g: DGLHeteroGraph) -> list[DGLHeteroGraph]:
-    """The heterographs of a :func:`batch` of heterographs: each type's nodes and each relation's
-    edges cut at their batch counts, ids and features with them."""
-    nodes = {t: g.batch_num_nodes(t).to(torch.int64).tolist() for t in g.ntypes}
-    edges = {cet: g.batch_num_edges(cet).to(torch.int64).tolist() for cet in g.canonical_etypes}
-    starts = {t: _starts(c) for t, c in nodes.items()}
-    edge_starts = {cet: _starts(c) for cet, c in edges.items()}
-    parts = []
-    for i in range(g.batch_size):
-        counts, relations = {t: c[i] for t, c in nodes.items()}, {}
-        for cet in g.canonical_etypes:
-            src_type, _, dst_type = cet
-            first, count = edge_starts[cet][i], edges[cet][i]
-            src, dst = (ids[first:first + count] for ids in g[cet]._coo())
-            relations[cet] = relation_graph(src - starts[src_type][i], dst - starts[dst_type][i], cet, counts)
-        part = DGLHeteroGraph(relations, counts, g.idtype)
-        for ntype in g.ntypes:
-            for key, value in g.nodes[ntype].data.items():
-                part.nodes[ntype].data[key] = value[starts[ntype][i]:starts[ntype][i] + nodes[ntype][i]]
-        for cet in g.canonical_etypes:
-            for key, value in g.edges[cet].data.items():
-                part.edges[cet].data[key] = value[edge_starts[cet][i]:edge_starts[cet][i] + edges[cet][i]]
-        parts.append(part)
-    return parts
+def slice_batch(g: Any, gid: int, store_ids: bool = False):
+    """Graph ``gid`` of a batch (DGL's ``dgl.slice_batch``); with ``store_ids``, ``dgl.NID`` /
+    ``dgl.EID`` hold its ids in the batch."""
+    parts = _batchable(g, g)
+    nodes = _split_sizes(g, None, list(parts.counts), g.batch_num_nodes, "node_split")
+    edges = _split_sizes(g, None, list(parts.relations), g.batch_num_edges, "edge_split")
+    size = len(next(iter(nodes.values())))
+    if isinstance(gid, bool) or not isinstance(gid, int) or not 0 <= gid < size:
+        raise DGLError(f"slice_batch: gid must be an int in 0..{size - 1}, got {gid!r}")
+    return _part(g, parts, nodes, edges, gid, store_ids)
+
+
+def _part(g: Any, parts: TypedParts, nodes: dict, edges: dict, i: int, store_ids: bool):
+    """Part ``i`` of ``g`` cut at the sizes ``nodes`` (per type) and ``edges`` (per relation)."""
+    first = {t: _starts(c)[i] for t, c in nodes.items()}
+    first_edge = {cet: _starts(c)[i] for cet, c in edges.items()}
+    counts = {t: c[i] for t, c in nodes.items()}
+    ends, rows = {}, {}
+    for cet, relation in parts.relations.items():
+        lo, count = first_edge[cet], edges[cet][i]
+        src, dst = (ids[lo:lo + count] for ids in relation._coo())
+        src, dst = src - first[cet[0]], dst - first[cet[2]]
+        if count and (int(src.min()) < 0 or int(src.max()) >= counts[cet[0]] or int(dst.min()) < 0
+                      or int(dst.max()) >= counts[cet[2]]):
+            raise DGLError(f"unbatch: the node and edge splits do not cut {cet} into separate graphs")
+        ends[cet], rows[cet] = (src, dst), torch.arange(lo, lo + count, device=g.device)
+    out = assemble(g, counts, ends)
+    node_rows = {t: torch.arange(first[t], first[t] + counts[t], device=g.device) for t in counts}
+    return with_features(g, out, node_rows, rows, store_ids)
 
 
 # ---------------------------------------------------------------------- feature dtypes
@@ -617,3 +667,7 @@ def to_float(g: Any):
 
 def to_double(g: Any):
     return _cast(g, torch.float64)
+
+
+# DGL keeps these functions in the module dgl.transforms.functional: here it is this module
+functional = sys.modules[__name__]

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from unigraph.dgl.base import DGLError, is_all
+from unigraph.graph import FeatureStore
 
 
 class TypedCount(int):
@@ -22,12 +23,18 @@ class TypedCount(int):
     (``g.num_nodes('user')``): the int is the total over all types, a call with a type asks the
     graph for that type's count."""
 
-    def __new__(cls, total: int, of):
+    def __new__(cls, total: int, of, keyword: str = "ntype"):
         value = super().__new__(cls, total)
-        value._of = of
+        value._of, value._keyword = of, keyword
         return value
 
-    def __call__(self, type_name: Any = None) -> int:
+    def __call__(self, type_name: Any = None, **by_name: Any) -> int:
+        """``g.num_nodes('user')`` / ``g.num_nodes(ntype='user')`` (``etype=`` for edge counts)."""
+        if by_name:
+            if set(by_name) != {self._keyword} or type_name is not None:
+                raise TypeError(f"this count takes one type, positionally or as {self._keyword}=, got "
+                                f"{sorted(by_name)}")
+            type_name = by_name[self._keyword]
         return int(self) if type_name is None else int(self._of(type_name))
 
     def __reduce__(self):
