@@ -62,8 +62,9 @@ __all__ = ["sample_neighbors", "sample_neighbors_fused", "sample_etype_neighbors
            "select_topk", "sort_csr_by_tag", "sort_csc_by_tag"]
 
 WEIGHT_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.float64)
-# attribute of a sort_*_by_tag graph: {"csr"|"csc": (eid of each slot, the graph's format cache then)};
-# valid only while that cache is the graph's (a mutation, .to() or a rebuild start a new one)
+# attribute of a sort_*_by_tag graph: {"csr"|"csc": (eid of each slot, the CSR's row pointer then)};
+# valid only while that very pointer tensor is the graph's (a mutation, .to() or a rebuild make a new one;
+# the reference held here keeps its identity from being reused)
 TAG_ORDER = "_unigraph_tag_order"
 
 
@@ -570,7 +571,7 @@ def _tag_sorted(g, tag: Tensor, tag_offset_name: str, tag_type: str, fmt: str):
     offsets[:, 1:] = torch.cumsum(counts.view(rows, num_tags), 1)
     out = g.clone()
     (out.srcdata if fmt == "csr" else out.dstdata)[tag_offset_name] = offsets.to(g.idtype)
-    setattr(out, TAG_ORDER, {**getattr(g, TAG_ORDER, {}), fmt: (eid[order], out._cache)})
+    setattr(out, TAG_ORDER, {**getattr(g, TAG_ORDER, {}), fmt: (eid[order], ptr)})
     return out
 
 
@@ -579,7 +580,7 @@ def _tag_order(g, fmt: str) -> Tensor:
     refused where it is unknown or stale: the offsets would then be read against the edge-id
     order, silently sampling the wrong tags."""
     entry = getattr(g, TAG_ORDER, {}).get(fmt)
-    if entry is None or entry[1] is not g._cache:
+    if entry is None or entry[1] is not (g.out_csr() if fmt == "csr" else g.in_csr())[0]:
         name = "sort_csc_by_tag" if fmt == "csc" else "sort_csr_by_tag"
         raise DGLError(f"sample_neighbors_biased needs the graph {name} returned (its tag order is not known for this "
                        f"graph: never sorted, or lost by a copy such as .to() or by a mutation); call {name} on it")

@@ -96,7 +96,7 @@ class EGConv(MessagePassing):
         self.comb_lin = make_linear(in_channels, num_heads * num_bases * len(self.aggregators))
         self.bias = Parameter(torch.empty(out_channels)) if bias else None
         # the normalized graph of the last call, one per kind of adjacency (PyG's two caches)
-        self._cache, self._cache_adj_t = InputCache(), InputCache()
+        self._kept, self._cache_adj_t = InputCache(), InputCache()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -104,7 +104,7 @@ class EGConv(MessagePassing):
         self.comb_lin.reset_parameters()
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
-        self._cache.clear()
+        self._kept.clear()
         self._cache_adj_t.clear()
 
     # PyG's cache attributes: read them, or set them to None to drop the cache
@@ -112,12 +112,12 @@ class EGConv(MessagePassing):
     def _cached_edge_index(self) -> tuple | None:
         """PyG's name: ``(edge_index, symnorm weights or None)`` kept from an ``edge_index`` (or
         torch sparse) call, or None."""
-        return None if self._cache.value is None else (self._cache.value[0].edge_index, self._cache.value[1])
+        return None if self._kept.value is None else (self._kept.value[0].edge_index, self._kept.value[1])
 
     @_cached_edge_index.setter
     def _cached_edge_index(self, value: None) -> None:
         refuse_cache_value("EGConv", "_cached_edge_index", value)
-        self._cache.clear()
+        self._kept.clear()
 
     @property
     def _cached_adj_t(self) -> tuple | None:
@@ -162,7 +162,7 @@ class EGConv(MessagePassing):
         """``(graph, symnorm weights, weights of the other aggregators)``: the graph with its
         self-loops (``add_self_loops``), the normalization when ``"symnorm"`` is asked for, and the
         adjacency's values for the others (None: unweighted), cached with ``cached``."""
-        cache = self._cache_adj_t if call.form == "sparse_tensor" else self._cache
+        cache = self._cache_adj_t if call.form == "sparse_tensor" else self._kept
         source = call.adjacency if call.form == "torch_sparse" else weights
         key = (g, source, call.form, dtype, self.add_self_loops, ",".join(self.aggregators))
         found = cache.get(key) if self.cached else None

@@ -265,29 +265,29 @@ class SGConv(MessagePassing):
         self.K = check_hops(K, "SGConv")
         self.cached, self.add_self_loops = cached, add_self_loops
         self._widths, self._lazy = (in_channels, in_channels), in_channels == LAZY
-        self._cache = InputCache()
+        self._kept = InputCache()
         self.lin = make_linear(in_channels, out_channels, bias=bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         self.lin.reset_parameters()
-        self._cache.clear()
+        self._kept.clear()
 
     @property
     def _cached_x(self) -> Tensor | None:
         """PyG's name: the cached :math:`\\mathbf{S}^K \\mathbf{X}`, or None."""
-        return self._cache.value
+        return self._kept.value
 
     @_cached_x.setter
     def _cached_x(self, value: None) -> None:
         refuse_cache_value("SGConv", "_cached_x", value)
-        self._cache.clear()
+        self._kept.clear()
 
     def forward(self, x: Tensor | Any, edge_index: Any, edge_weight: Tensor | None = None) -> Tensor:
         call = square_call(self, x, edge_index, edge_weight)
         size_lazy(self, call.x, (self.lin,))
         key = (call.graph, call.x, weight_source(call), self.K, self.add_self_loops)
-        h = self._cache.get(key) if self.cached else None
+        h = self._kept.get(key) if self.cached else None
         if h is None:
             g, weights = gcn_norm(call.graph, call.edge_weight, call.x.dtype, call.form,
                                   add_self_loops=self.add_self_loops)
@@ -295,7 +295,7 @@ class SGConv(MessagePassing):
             for _ in range(self.K):
                 h = propagate_nodes(self, g, h, edge_weight=weights)
             if self.cached:
-                self._cache.put(key, h.detach())
+                self._kept.put(key, h.detach())
         return self.lin(h)
 
     def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:

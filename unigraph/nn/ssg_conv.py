@@ -57,33 +57,33 @@ class SSGConv(MessagePassing):
         self.alpha, self.K = alpha, check_hops(K, "SSGConv", minimum=1)
         self.cached, self.add_self_loops = cached, add_self_loops
         self._widths, self._lazy = (in_channels, in_channels), in_channels == LAZY
-        self._cache = InputCache()
+        self._kept = InputCache()
         self.lin = make_linear(in_channels, out_channels, bias=bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         self.lin.reset_parameters()
-        self._cache.clear()
+        self._kept.clear()
 
     @property
     def _cached_h(self) -> Tensor | None:
         """PyG's name: the cached filtered features, or None."""
-        return self._cache.value
+        return self._kept.value
 
     @_cached_h.setter
     def _cached_h(self, value: None) -> None:
         refuse_cache_value("SSGConv", "_cached_h", value)
-        self._cache.clear()
+        self._kept.clear()
 
     def forward(self, x: Tensor | Any, edge_index: Any, edge_weight: Tensor | None = None) -> Tensor:
         call = square_call(self, x, edge_index, edge_weight)
         size_lazy(self, call.x, (self.lin,))
         key = (call.graph, call.x, weight_source(call), self.K, self.alpha, self.add_self_loops)
-        h = self._cache.get(key) if self.cached else None
+        h = self._kept.get(key) if self.cached else None
         if h is None:
             h = self._filtered(call)
             if self.cached:
-                self._cache.put(key, h.detach())
+                self._kept.put(key, h.detach())
         return self.lin(h)
 
     def _filtered(self, call) -> Tensor:
