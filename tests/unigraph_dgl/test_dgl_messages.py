@@ -91,3 +91,24 @@ def test_update_all_takes_dgl_keyword_names_and_etype(dgl):
     torch.testing.assert_close(ours.ndata["s"], expected)
     with pytest.raises(udgl.DGLError, match="edge type 'nope'"):
         ours.update_all(udgl.function.copy_u("x", "m"), udgl.function.sum("m", "s"), etype="nope")
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+def test_pull_of_nodes_without_in_edges_writes_the_empty_reduction_as_dgl(dgl, reduce):
+    """A pull whose nodes have no in-edge at all: DGL runs the built-ins on no edge and writes
+    zeros to the pulled nodes (into an existing or a new field); with some in-edges the nodes
+    without them get DGL's usual values; send_and_recv of no edge writes nothing."""
+    results = []
+    for lib in (udgl, dgl):
+        out = []
+        for nodes in ([0, 3], [3], [0, 2]):
+            g = lib.graph(([0, 1], [1, 2]), num_nodes=4)
+            g.ndata["h"], g.ndata["out"] = torch.arange(8.0).view(4, 2), torch.full((4, 2), 7.0)
+            g.pull(torch.tensor(nodes), lib.function.copy_u("h", "m"), getattr(lib.function, reduce)("m", "out"))
+            g.pull(torch.tensor(nodes), lib.function.copy_u("h", "m"), getattr(lib.function, reduce)("m", "new"))
+            g.send_and_recv(torch.tensor([], dtype=torch.long), lib.function.copy_u("h", "m"),
+                            getattr(lib.function, reduce)("m", "unwritten"))
+            out.append((g.ndata["out"], g.ndata["new"], "unwritten" in g.ndata))
+        results.append(out)
+    for (a_out, a_new, a_flag), (b_out, b_new, b_flag) in zip(*results):
+        assert torch.equal(a_out, b_out) and torch.equal(a_new, b_new) and a_flag == b_flag

@@ -86,16 +86,21 @@ def send_and_recv(g, eids: Tensor | None, receivers: Tensor | None, message_func
     num_dst = g._num_dst
     scratch = _scratch(g, eids)
     before = dict(scratch.dstdata.items())
-    if eids is None or eids.numel():
+    builtin = isinstance(reduce_func, ReduceFunction)
+    # no edge chosen but receivers named (a pull of nodes without in-edges): built-ins still run, and
+    # DGL writes their empty reduction, zeros, to the receivers; a user-defined message has no edge to
+    # run on, and without receivers (send_and_recv / push of no edge) nothing is written, as in DGL
+    empty = eids is not None and not eids.numel()
+    named = receivers is not None and receivers.numel() > 0
+    if not empty or (named and builtin and isinstance(message_func, MessageFunction)):
         dgl_style.update_all(scratch, _typed_edges(g, message_func), _typed_nodes(g._dsttype, reduce_func))
     results = _written(scratch.dstdata, before)
-    builtin = isinstance(reduce_func, ReduceFunction)
     silent = None if receivers is None and builtin else _without_messages(g, eids, receivers)
     for key, value in results.items():
         if silent is not None and silent.numel() and not builtin and _has_initializer(g, key):
             filler = g._initial("node", key, tuple(value.shape), value.dtype, value.device)
             value = value.index_put((silent,), filler.index_select(0, silent))
-        elif silent is not None and silent.numel() and builtin and reduce_func.reduce in ("max", "min"):
+        elif silent is not None and silent.numel() and builtin and reduce_func.reduce in ("max", "min") and not empty:
             extreme = float("-inf") if reduce_func.reduce == "max" else float("inf")
             value = value.index_put((silent,), value.new_full((), extreme))
         if receivers is None:
