@@ -12,7 +12,7 @@ from unigraph import ops
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import node_inputs
 from unigraph.nn.projection import dense
-from unigraph.nn.transformer_conv import pyg_call
+from unigraph.nn.layer_inputs import pyg_call
 from unigraph.self_loops import with_self_loops
 
 

@@ -10,8 +10,9 @@ from torch import Tensor
 
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
-from unigraph.nn.sg_conv import (
-    InputCache, SquareCall, check_hops, gcn_norm, propagate_nodes, refuse_cache_value, square_call, weight_source)
+from unigraph.nn.input_cache import InputCache, refuse_cache_value
+from unigraph.nn.layer_inputs import SquareCall, check_hops, propagate_nodes, square_call, weight_source
+from unigraph.nn.gcn_conv import gcn_norm
 
 
 class NormCache:

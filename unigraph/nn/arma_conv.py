@@ -12,7 +12,8 @@ from torch.nn.parameter import UninitializedParameter
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, glorot_
 from unigraph.nn.lazy import LAZY
-from unigraph.nn.sg_conv import gcn_norm, propagate_nodes, square_call
+from unigraph.nn.gcn_conv import gcn_norm
+from unigraph.nn.layer_inputs import propagate_nodes, square_call
 
 
 class ARMAConv(MessagePassing):

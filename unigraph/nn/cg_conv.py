@@ -9,7 +9,7 @@ from torch.nn import BatchNorm1d, Linear
 
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import channels_pair, check_width
-from unigraph.nn.nn_conv import edge_feature_inputs
+from unigraph.nn.layer_inputs import edge_feature_inputs
 from unigraph.nn.projection import dense, linear
 
 

@@ -11,7 +11,7 @@ from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, glorot_
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.sg_conv import SquareCall, check_hops, propagate_nodes, size_lazy, square_call
+from unigraph.nn.layer_inputs import SquareCall, check_hops, propagate_nodes, size_lazy, square_call
 from unigraph.self_loops import with_self_loops
 
 NORMALIZATIONS = (None, "sym", "rw")

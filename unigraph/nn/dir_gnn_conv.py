@@ -9,7 +9,7 @@ from torch import Tensor
 
 from unigraph.call_forms import is_graph_object, is_sparse_adjacency, resolve
 from unigraph.graph import Graph
-from unigraph.nn.sg_conv import InputCache
+from unigraph.nn.input_cache import InputCache
 
 
 class DirGNNConv(torch.nn.Module):

@@ -17,7 +17,8 @@ from unigraph.nn.checks import check_positive, check_width, edge_input, glorot_
 from unigraph.nn.lazy import LAZY, make_linear, materialize
 from unigraph.nn.projection import linear
 from unigraph.nn.gcn_conv import loop_weights
-from unigraph.nn.sg_conv import InputCache, gcn_norm, refuse_cache_value
+from unigraph.nn.input_cache import InputCache, refuse_cache_value
+from unigraph.nn.gcn_conv import gcn_norm
 from unigraph.self_loops import with_self_loops
 
 AGGREGATORS = ("sum", "mean", "symnorm", "min", "max", "var", "std")

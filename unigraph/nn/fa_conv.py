@@ -17,7 +17,8 @@ from unigraph.nn.dropout import dropout
 from unigraph.nn.lazy import LAZY, make_linear, materialize
 from unigraph.nn.projection import dense, linear
 from unigraph.nn.static_graph import refuse_static
-from unigraph.nn.transformer_conv import attention_result, pyg_call, wants_weights
+from unigraph.nn.transformer_conv import attention_result, wants_weights
+from unigraph.nn.layer_inputs import pyg_call
 from unigraph.self_loops import with_self_loops
 
 

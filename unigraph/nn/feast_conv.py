@@ -12,7 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import check_positive
 from unigraph.nn.lazy import LAZY, check_in_channels, make_linear
-from unigraph.nn.nn_conv import node_features, size_linear, uniform_
+from unigraph.nn.layer_inputs import node_features, size_linear, uniform_
 from unigraph.nn.projection import linear
 from unigraph.self_loops import with_self_loops
 

@@ -12,7 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_rows
 from unigraph.nn.checks import check_positive, edge_input, reset_module
 from unigraph.nn.projection import dense
-from unigraph.nn.transformer_conv import pyg_call
+from unigraph.nn.layer_inputs import pyg_call
 
 
 class GatedGraphConv(MessagePassing):

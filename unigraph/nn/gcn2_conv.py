@@ -12,7 +12,7 @@ from unigraph.call_forms import is_graph_object
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.appnp import CachedNormalization, NormCache
 from unigraph.nn.checks import check_positive, glorot_
-from unigraph.nn.sg_conv import square_call
+from unigraph.nn.layer_inputs import square_call
 
 
 class GCN2Conv(CachedNormalization, MessagePassing):

@@ -234,3 +234,37 @@ def _loop_rule(form: str) -> str:
 def _inverse_sqrt(degree: Tensor) -> Tensor:
     inv = degree.pow(-0.5)
     return inv.masked_fill(torch.isinf(inv), 0.0)
+
+
+def gcn_norm(g: Graph, edge_weight: Tensor | None, dtype: torch.dtype, form: str = "edge_index", *,
+             add_self_loops: bool = True) -> tuple[Graph, Tensor]:
+    """The graph to propagate on and its weights :math:`e_{j,i} / \\sqrt{\\hat{d}_j \\hat{d}_i}`, with
+    :math:`\\hat{d}` the weighted in-degree after the self-loops: PyG's ``gcn_norm`` (``improved=False``).
+
+    With ``add_self_loops`` every node gets one loop, and its weight is PyG's for the call form:
+    an ``edge_index`` (or a graph object) keeps an existing loop's weight (``add_remaining_self_loops``),
+    a ``SparseTensor`` replaces it by 1 (``fill_diag``), a torch sparse adjacency adds 1 to it
+    (``add_self_loops``, then coalesced); 1 where a node had none, and always 1 without weights.
+    Degrees are summed in float32 at least (GCNConv's rule). Without weights the result is a
+    function of the structure: kept on the graph (not while compiling, as GCNConv)."""
+    if edge_weight is None and not torch.compiler.is_compiling():
+        def build() -> tuple[Graph, Tensor]:
+            with torch.inference_mode(False):  # kept on the graph: a normal tensor whatever mode asked first
+                return _gcn_norm(g, None, dtype, form, add_self_loops)
+        return g.memo(("unigraph.nn", "pyg_gcn_norm", add_self_loops, dtype), build)
+    return _gcn_norm(g, edge_weight, dtype, form, add_self_loops)
+
+
+def _gcn_norm(g: Graph, edge_weight: Tensor | None, dtype: torch.dtype, form: str,
+              add_self_loops: bool) -> tuple[Graph, Tensor]:
+    exact = torch.promote_types(dtype, torch.float32)
+    if edge_weight is None:
+        weights = torch.ones(g.num_edges, dtype=exact, device=g.device)
+    else:
+        weights = edge_weight.to(exact)
+    if add_self_loops:
+        looped = with_self_loops(g)
+        weights = looped.edge_values(weights, loop_weights(looped, weights, form))
+        g = looped.graph
+    inv = _inverse_sqrt(weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights))
+    return g, (inv.index_select(0, g.src) * weights * inv.index_select(0, g.dst)).to(dtype)

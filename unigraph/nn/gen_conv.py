@@ -11,7 +11,7 @@ from torch.nn import Parameter
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, check_width, channels_pair, reset_module
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.nn_conv import edge_feature_inputs, sized_widths
+from unigraph.nn.layer_inputs import edge_feature_inputs, sized_widths
 from unigraph.nn.projection import dense
 from unigraph.nn.static_graph import refuse_static
 

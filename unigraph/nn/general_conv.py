@@ -13,7 +13,7 @@ from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, check_width, channels_pair, glorot_
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.nn_conv import edge_feature_inputs, sized_widths
+from unigraph.nn.layer_inputs import edge_feature_inputs, sized_widths
 from unigraph.nn.projection import dense
 from unigraph.nn.static_graph import refuse_static
 

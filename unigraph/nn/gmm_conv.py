@@ -11,8 +11,8 @@ from torch.nn.parameter import UninitializedParameter
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import channels_pair, check_positive, check_width, glorot_
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.nn_conv import aggr_name, edge_feature_inputs, root_and_bias, row_times_matrix, size_linear, \
-    sized_widths
+from unigraph.nn.layer_inputs import aggr_name, edge_feature_inputs, root_and_bias, size_linear, sized_widths
+from unigraph.nn.nn_conv import row_times_matrix
 from unigraph.nn.projection import dense, linear
 
 # keeps a zero width from dividing by zero, as PyG's

@@ -18,7 +18,7 @@ from unigraph.nn.checks import check_positive, check_probability, check_width
 from unigraph.nn.dropout import dropout
 from unigraph.nn.lazy import LAZY
 from unigraph.nn.projection import dense
-from unigraph.nn.transformer_conv import edge_features, pyg_call
+from unigraph.nn.layer_inputs import edge_features, pyg_call
 
 
 class TypeLinear(torch.nn.Module):

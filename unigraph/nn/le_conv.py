@@ -12,7 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import channels_pair, check_positive, edge_input, node_inputs
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.sg_conv import propagate_nodes, size_lazy
+from unigraph.nn.layer_inputs import propagate_nodes, size_lazy
 from unigraph.nn.static_graph import is_static
 
 

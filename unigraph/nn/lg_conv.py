@@ -6,7 +6,8 @@ from typing import Any
 from torch import Tensor
 
 from unigraph.message_passing import MessagePassing
-from unigraph.nn.sg_conv import gcn_norm, propagate_nodes, square_call
+from unigraph.nn.gcn_conv import gcn_norm
+from unigraph.nn.layer_inputs import propagate_nodes, square_call
 
 
 class LGConv(MessagePassing):

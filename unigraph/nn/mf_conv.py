@@ -12,7 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import channels_pair, check_positive
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.nn_conv import node_features, size_linear, sized_widths
+from unigraph.nn.layer_inputs import node_features, size_linear, sized_widths
 from unigraph.nn.projection import dense
 
 

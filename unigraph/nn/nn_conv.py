@@ -1,7 +1,7 @@
 """NNConv: the edge-conditioned convolution, whose filter is a network of the edge features.
 
-Also home of what the layers conditioned on edge features share (CGConv, GMMConv, SplineConv):
-reading ``edge_attr`` in every call form, PyG's ``uniform`` initializer and its ``aggr`` name."""
+What the layers conditioned on edge features share (reading ``edge_attr`` in every call form, PyG's
+``uniform`` initializer, its ``aggr`` name) is in :mod:`unigraph.nn.layer_inputs`."""
 from __future__ import annotations
 
 import math
@@ -11,13 +11,12 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from unigraph.call_forms import resolve
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
-from unigraph.message_passing.pyg_arguments import oriented
-from unigraph.nn.checks import channels_pair, check_positive, check_width, edge_input, node_inputs, reset_module
+from unigraph.nn.checks import channels_pair, check_positive, reset_module
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.projection import dense, linear
+from unigraph.nn.projection import dense
+from unigraph.nn.layer_inputs import aggr_name, edge_feature_inputs, root_and_bias, size_linear, sized_widths, uniform_
 
 
 class NNConv(MessagePassing):
@@ -119,78 +118,9 @@ class NNConv(MessagePassing):
 ECConv = NNConv
 
 
-# ---------------------------------------------------------------------- shared by the edge-feature layers
 def row_times_matrix(rows: Tensor, matrices: Tensor) -> Tensor:
     """``rows[e] @ matrices[e]`` for every edge: ``[E, F]`` and ``[E, F, M]`` to ``[E, M]`` (a
     message that reads only its arguments: its trace is cached)."""
     return rows.unsqueeze(1).matmul(matrices).squeeze(1)
 
 
-def edge_feature_inputs(layer: MessagePassing, x: Any, edge_index: Any, edge_attr: Tensor | None,
-                        size: Any = None) -> tuple[Graph, Tensor, Tensor | None, Tensor | None]:
-    """``(g, x_src, x_dst, edge_attr)`` of a call in any form, ``g`` oriented by ``layer.flow``,
-    the features checked (and a lazy layer sized) by :func:`node_features`. As PyG's ``propagate``
-    reads them, a ``SparseTensor``'s values are the edge features, and so are a torch sparse
-    adjacency's when they are ``[E, D]`` (one value per entry is an edge weight, not read)."""
-    who = type(layer).__name__
-    call = resolve(who, x, edge_index, size=size, edge_attr=edge_attr, values="edge_attr")
-    if edge_attr is None and call.edge_attr is not None and (call.form == "sparse_tensor" or call.edge_attr.dim() > 1):
-        edge_attr = call.edge_attr
-    g = oriented(call.graph, layer.flow, who)
-    g, x_src, x_dst = node_features(layer, g, call.x)
-    return g, x_src, x_dst, edge_input(g, edge_attr, who, "edge_attr")
-
-
-def node_features(layer: MessagePassing, g: Graph, x: Any) -> tuple[Graph, Tensor, Tensor | None]:
-    """``(g, x_src, x_dst)`` with the row counts checked, a lazy layer (``in_channels=-1``) sized
-    by its own ``_materialize(x_src, x_dst)`` (which initializes only what it sizes, not a
-    user-given network), then the widths checked against ``layer._widths``."""
-    who = type(layer).__name__
-    g, x_src, x_dst = node_inputs(g, x, who)
-    if layer._lazy:
-        for side in (x_src, x_dst):
-            if side is not None and side.dim() != 2:
-                raise ValueError(f"{who} infers in_channels from features of shape [num_nodes, F], got "
-                                 f"{list(side.shape)}")
-        layer._materialize(x_src, x_dst)
-        layer._lazy = LAZY in layer._widths
-    check_width(x_src, layer._widths[0], who, "x (source features)" if g.is_bipartite else "x")
-    check_width(x_dst, layer._widths[1], who, "x (destination features)" if g.is_bipartite else "x")
-    return g, x_src, x_dst
-
-
-def sized_widths(widths: tuple[int, int], x_src: Tensor, x_dst: Tensor | None) -> tuple[int, int]:
-    """``widths`` with each ``-1`` replaced by the width of the features seen (where given)."""
-    src = x_src.shape[1] if widths[0] == LAZY else widths[0]
-    dst = x_dst.shape[1] if widths[1] == LAZY and x_dst is not None else widths[1]
-    return src, dst
-
-
-def size_linear(lin: torch.nn.Module | None, width: int, init: Callable[[Tensor], None]) -> None:
-    """Size a ``LazyLinear`` for inputs ``width`` wide (one empty batch through it) and initialize
-    its weight with ``init``; anything else is left as it is."""
-    if isinstance(lin, torch.nn.LazyLinear) and lin.has_uninitialized_params() and width != LAZY:
-        lin(torch.zeros(0, width, dtype=lin.weight.dtype, device=lin.weight.device))
-        init(lin.weight)
-
-
-def root_and_bias(out: Tensor, x_dst: Tensor | None, root: torch.nn.Module | None, bias: Tensor | None) -> Tensor:
-    """``out + root(x_dst) + bias``, each term where it exists."""
-    if x_dst is not None and root is not None:
-        out = out + linear(x_dst, root.weight)
-    return out + bias if bias is not None else out
-
-
-def uniform_(tensor: Tensor, fan: int) -> None:
-    """PyG's ``uniform`` (and its ``Linear``'s ``"uniform"`` initializer): U(-1/sqrt(fan), 1/sqrt(fan));
-    a lazy (still uninitialized) weight is left for its first call."""
-    if isinstance(tensor, torch.nn.parameter.UninitializedParameter) or fan <= 0:
-        return
-    bound = 1.0 / math.sqrt(fan)
-    with torch.no_grad():
-        tensor.uniform_(-bound, bound)
-
-
-def aggr_name(given: Any, resolved: Any) -> Any:
-    """The aggregation as PyG's ``repr`` prints it: the name as given (``add``, not ``sum``)."""
-    return given if isinstance(given, str) else resolved

@@ -14,7 +14,7 @@ from unigraph.nn.checks import channels_pair, check_positive, check_width, node_
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import linear
 from unigraph.nn.static_graph import batch_major, is_static, node_major
-from unigraph.nn.transformer_conv import check_edge_dim, edge_features, pyg_call
+from unigraph.nn.layer_inputs import check_edge_dim, edge_features, pyg_call
 
 
 class ResGatedGraphConv(MessagePassing):

@@ -17,8 +17,8 @@ from unigraph.nn.checks import check_positive, check_probability, glorot_, node_
 from unigraph.nn.dropout import dropout
 from unigraph.nn.projection import dense
 from unigraph.nn.supergat_conv import segment_softmax
-from unigraph.nn.transformer_conv import (
-    SPARSE_FORMS, attention_result, check_edge_dim, edge_features, pyg_call, wants_weights)
+from unigraph.nn.transformer_conv import attention_result, wants_weights
+from unigraph.nn.layer_inputs import SPARSE_FORMS, check_edge_dim, edge_features, pyg_call
 
 MODS = ("additive", "scaled", "f-additive", "f-scaled")
 MECHANISMS = ("within-relation", "across-relation")

@@ -12,7 +12,7 @@ from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import edge_input, node_inputs
 from unigraph.nn.gcn_conv import loop_weights
-from unigraph.nn.sg_conv import propagate_nodes
+from unigraph.nn.layer_inputs import propagate_nodes
 from unigraph.nn.static_graph import is_static
 from unigraph.self_loops import with_self_loops
 

@@ -22,7 +22,7 @@ from torch.nn.parameter import UninitializedParameter
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import channels_pair, check_positive, check_width
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.nn_conv import aggr_name, edge_feature_inputs, root_and_bias, size_linear, sized_widths, uniform_
+from unigraph.nn.layer_inputs import aggr_name, edge_feature_inputs, root_and_bias, size_linear, sized_widths, uniform_
 from unigraph.nn.projection import dense
 
 DEGREES = (1, 2, 3)

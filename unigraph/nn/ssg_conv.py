@@ -8,8 +8,9 @@ from torch import Tensor
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.sg_conv import (
-    InputCache, check_hops, gcn_norm, propagate_nodes, refuse_cache_value, size_lazy, square_call, weight_source)
+from unigraph.nn.input_cache import InputCache, refuse_cache_value
+from unigraph.nn.layer_inputs import check_hops, propagate_nodes, size_lazy, square_call, weight_source
+from unigraph.nn.gcn_conv import gcn_norm
 
 
 class SSGConv(MessagePassing):

@@ -18,7 +18,8 @@ from unigraph.message_passing import MessagePassing
 from unigraph.nn.dropout import dropout
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import linear
-from unigraph.nn.transformer_conv import pyg_call, pyg_edge_index
+from unigraph.nn.transformer_conv import pyg_edge_index
+from unigraph.nn.layer_inputs import pyg_call
 from unigraph.self_loops import with_self_loops
 
 ATTENTION_TYPES = ("MX", "SD")

@@ -10,7 +10,8 @@ from torch.nn import Parameter
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.sg_conv import check_hops, gcn_norm, propagate_nodes, size_lazy, square_call
+from unigraph.nn.layer_inputs import check_hops, propagate_nodes, size_lazy, square_call
+from unigraph.nn.gcn_conv import gcn_norm
 
 
 class TAGConv(MessagePassing):

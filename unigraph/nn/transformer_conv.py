@@ -1,5 +1,6 @@
-"""TransformerConv: multi-head dot-product attention over the in-edges (Shi et al.), with the
-call-form helpers the attention layers of this group share (AGNN, FA, SuperGAT, ResGated, RGAT)."""
+"""TransformerConv: multi-head dot-product attention over the in-edges (Shi et al.); the attention
+result forms the attention layers share (AGNN, FA, SuperGAT, ResGated, RGAT) are here, the call
+reading in :mod:`unigraph.nn.layer_inputs`."""
 from __future__ import annotations
 
 import math
@@ -10,68 +11,16 @@ from torch import Tensor
 from torch.nn import Linear
 
 from unigraph import ops
-from unigraph.call_forms import Call, resolve
+from unigraph.call_forms import Call
 from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
-from unigraph.message_passing.pyg_arguments import oriented
-from unigraph.nn.checks import channels_pair, check_positive, check_probability, edge_input, node_inputs
+from unigraph.nn.checks import channels_pair, check_positive, check_probability, node_inputs
 from unigraph.nn.dropout import dropout
 from unigraph.nn.lazy import LAZY, make_linear
 from unigraph.nn.projection import linear
-from unigraph.nn.static_graph import refuse_static
+from unigraph.nn.layer_inputs import check_edge_dim, edge_features, pyg_call
 
 SPARSE_FORMS = ("sparse_tensor", "torch_sparse")
-
-
-# ---------------------------------------------------------------------- shared call handling
-def pyg_call(layer: MessagePassing, who: str, x: Any, edge_index: Any, *, size: Any = None,
-             edge_weight: Tensor | None = None, values: str = "edge_attr") -> tuple[Call, Graph]:
-    """``(call, g)``: the call in any accepted form (:mod:`unigraph.call_forms`) and its graph
-    turned by ``layer.flow`` (read now, so a later change takes effect). ``values="edge_attr"``
-    keeps a sparse adjacency's entries in storage order, one edge each, which is how PyG hands
-    them to ``message`` (and the order a separately given ``edge_attr`` follows there). A
-    reversed flow with a sparse adjacency is refused, as PyG refuses it."""
-    refuse_static(who, x)
-    call = resolve(who, x, edge_index, size=size, edge_weight=edge_weight, values=values)
-    if layer.flow == "target_to_source" and call.form in SPARSE_FORMS:
-        raise ValueError(f"{who}: flow='target_to_source' with a sparse adjacency is refused (as in PyG); pass the "
-                         "transposed adjacency (adj_t.t()) with the default flow instead")
-    return call, oriented(call.graph, layer.flow, who)
-
-
-def sparse_values_as_features(call: Call) -> Tensor | None:
-    """The edge features PyG reads from a sparse adjacency when none are given: a
-    ``SparseTensor``'s values, a torch sparse tensor's values of more than one dimension (its
-    one-dimensional values are weights, not features)."""
-    value = call.edge_attr
-    if value is None or call.form not in SPARSE_FORMS:
-        return None
-    if call.form == "torch_sparse" and value.dim() < 2:
-        return None
-    return value
-
-
-def edge_features(who: str, call: Call, g: Graph, edge_attr: Tensor | None, edge_dim: int | None, *,
-                  required: bool = True, from_values: bool = True) -> Tensor | None:
-    """``[E, edge_dim]`` edge features (given, else with ``from_values`` a sparse adjacency's, see
-    :func:`sparse_values_as_features`), rows in the graph's edge order (a sparse adjacency's
-    storage order, as in PyG); None without ``edge_dim``, where a sparse adjacency's values are
-    ignored and a given ``edge_attr`` is refused. ``required``: a layer built with ``edge_dim``
-    refuses a call without edge features."""
-    if edge_attr is None and edge_dim is not None and from_values:
-        edge_attr = sparse_values_as_features(call)
-    if edge_attr is None:
-        if edge_dim is not None and required:
-            raise ValueError(f"{who} was built with edge_dim={edge_dim} but got no edge_attr")
-        return None
-    if edge_dim is None:
-        raise ValueError(f"{who} got edge_attr but was built without edge_dim; pass edge_dim=<features>")
-    edge_attr = edge_input(g, edge_attr, who, "edge_attr")
-    if edge_attr.dim() == 1:
-        edge_attr = edge_attr.view(-1, 1)
-    if edge_attr.dim() != 2 or edge_attr.shape[1] != edge_dim:
-        raise ValueError(f"{who} expects edge_attr of shape [num_edges, edge_dim={edge_dim}], got {list(edge_attr.shape)}")
-    return edge_attr
 
 
 def pyg_edge_index(layer: MessagePassing, graph: Graph) -> Tensor:
@@ -114,10 +63,6 @@ def wants_weights(return_attention_weights: Any) -> bool:
     if return_attention_weights is not None and not isinstance(return_attention_weights, bool):
         raise TypeError(f"return_attention_weights must be a bool or None, got {type(return_attention_weights).__name__}")
     return isinstance(return_attention_weights, bool)
-
-
-def check_edge_dim(edge_dim: Any, who: str) -> int | None:
-    return None if edge_dim is None else check_positive(edge_dim, "edge_dim", who)
 
 
 # ---------------------------------------------------------------------- the layer

@@ -9,7 +9,7 @@ from torch import Tensor
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import edge_input, node_inputs
 from unigraph.nn.projection import dense
-from unigraph.nn.transformer_conv import pyg_call
+from unigraph.nn.layer_inputs import pyg_call
 
 
 class WLConvContinuous(MessagePassing):
