@@ -112,3 +112,21 @@ def test_pull_of_nodes_without_in_edges_writes_the_empty_reduction_as_dgl(dgl, r
         results.append(out)
     for (a_out, a_new, a_flag), (b_out, b_new, b_flag) in zip(*results):
         assert torch.equal(a_out, b_out) and torch.equal(a_new, b_new) and a_flag == b_flag
+
+
+@pytest.mark.parametrize("cross_reducer", ["sum", "mean", "max", "min", "stack"])
+def test_multi_update_all_on_a_graph_of_one_typed_relation_equals_dgl(dgl, cross_reducer):
+    """DGL's heterogeneous models call multi_update_all also on a graph of one relation (a
+    DGLGraph): its update_all, combined alone (stack adds the relation dimension), then the apply."""
+    results = []
+    for lib in (udgl, dgl):
+        g = lib.heterograph({("user", "plays", "game"): (torch.tensor([0, 1, 1, 2]), torch.tensor([0, 0, 1, 1]))},
+                            num_nodes_dict={"user": 3, "game": 3})
+        g.nodes["user"].data["h"] = torch.arange(6.0).view(3, 2)
+        g.multi_update_all({"plays": (lib.function.copy_u("h", "m"), lib.function.sum("m", "h"))}, cross_reducer,
+                           apply_node_func=lambda nodes: {"h2": nodes.data["h"] * 2})
+        results.append((g.nodes["game"].data["h"], g.nodes["game"].data["h2"]))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+    with pytest.raises(udgl.DGLError, match="cross_reducer"):
+        udgl.graph(([0], [1])).multi_update_all({}, "prod")

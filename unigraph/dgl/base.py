@@ -9,6 +9,7 @@ ETYPE = "_TYPE"  # edata key of the same: the edge type id
 ALL = "__ALL__"  # "every node / every edge" where DGL takes ids
 DEFAULT_NTYPE = "_N"
 DEFAULT_ETYPE = "_E"
+CROSS_REDUCERS = ("sum", "mean", "max", "min", "stack")   # multi_update_all's ways to combine relations
 
 
 class DGLWarning(UserWarning):

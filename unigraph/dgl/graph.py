@@ -27,7 +27,7 @@ from torch import Tensor
 
 from unigraph import graph_compat
 from unigraph.dgl import adjacency, messages
-from unigraph.dgl.base import DEFAULT_ETYPE, DEFAULT_NTYPE, EID, NID, DGLError, is_all
+from unigraph.dgl.base import CROSS_REDUCERS, DEFAULT_ETYPE, DEFAULT_NTYPE, EID, NID, DGLError, is_all
 from unigraph.dgl.common import GraphAPI
 from unigraph.dgl.init import zero_initializer
 from unigraph.dgl.subgraph import TypedParts
@@ -750,6 +750,24 @@ class DGLGraph(GraphAPI, Graph):
             self._batch_num_nodes = follow(self._batch_num_nodes, kept_nodes["srcdata"])
 
     # ------------------------------------------------------------------ message passing (DGL's names)
+    def multi_update_all(self, etype_dict: Mapping[Any, tuple], cross_reducer: str,
+                         apply_node_func: Callable | None = None) -> None:
+        """DGL's ``multi_update_all`` on this one relation (``{etype: (message_func, reduce_func[,
+        apply_func])}``): its ``update_all``, the result combined alone by ``cross_reducer`` (itself;
+        ``stack`` adds a relation dimension, ``[N, 1, ...]``), then ``apply_node_func``."""
+        if cross_reducer not in CROSS_REDUCERS:
+            raise DGLError(f"cross_reducer must be one of {CROSS_REDUCERS}, got {cross_reducer!r}")
+        for etype, funcs in etype_dict.items():
+            self._check_etype(etype)
+            scratch = self._shallow()
+            before = dict(scratch.dstdata.items())
+            messages.send_and_recv(scratch, None, None, funcs[0], funcs[1], funcs[2] if len(funcs) > 2 else None)
+            for key, value in scratch.dstdata.items():
+                if before.get(key) is not value:
+                    self.dstdata[key] = value.unsqueeze(1) if cross_reducer == "stack" else value
+        if apply_node_func is not None and etype_dict:
+            messages.apply_nodes(self, self.dstdata, self._num_dst, None, apply_node_func, self._dsttype)
+
     def update_all(self, message_func: Any, reduce_func: Any, apply_node_func: Callable | None = None,
                    etype: Any = None) -> None:
         """Messages on every edge, reduced into every destination node, then ``apply_node_func``

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from unigraph.dgl import messages
-from unigraph.dgl.base import EID, ETYPE, NID, NTYPE, DGLError, is_all
+from unigraph.dgl.base import CROSS_REDUCERS, EID, ETYPE, NID, NTYPE, DGLError, is_all
 from unigraph.dgl.common import GraphAPI
 from unigraph.dgl.graph import FORMATS, DGLGraph, _paired, check_idtype, format_names, kept_per_part
 from unigraph.dgl.subgraph import TypedParts
@@ -41,7 +41,6 @@ from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
 
 CanonicalEtype = tuple[str, str, str]
-CROSS_REDUCERS = ("sum", "mean", "max", "min", "stack")
 
 
 class DGLHeteroGraph(GraphAPI):
