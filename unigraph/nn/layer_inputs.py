@@ -83,10 +83,14 @@ def edge_feature_inputs(layer: MessagePassing, x: Any, edge_index: Any, edge_att
                         size: Any = None) -> tuple[Graph, Tensor, Tensor | None, Tensor | None]:
     """``(g, x_src, x_dst, edge_attr)`` of a call in any form, ``g`` oriented by ``layer.flow``,
     the features checked (and a lazy layer sized) by :func:`node_features`. As PyG's ``propagate``
-    reads them, a ``SparseTensor``'s values are the edge features, and so are a torch sparse
-    adjacency's when they are ``[E, D]`` (one value per entry is an edge weight, not read)."""
+    reads them, a given ``edge_attr`` beside a sparse adjacency follows its storage order; without
+    one a ``SparseTensor``'s values are the edge features, and so are a torch sparse adjacency's
+    when they are ``[E, D]`` (one value per entry is an edge weight, not read)."""
     who = type(layer).__name__
-    call = resolve(who, x, edge_index, size=size, edge_attr=edge_attr, values="edge_attr")
+    # (edge_attr is not handed to resolve, which refuses it beside a sparse adjacency: with
+    # values="edge_attr" the graph keeps the adjacency's storage order, the order PyG reads a given
+    # edge_attr in there)
+    call = resolve(who, x, edge_index, size=size, values="edge_attr")
     if edge_attr is None and call.edge_attr is not None and (call.form == "sparse_tensor" or call.edge_attr.dim() > 1):
         edge_attr = call.edge_attr
     g = oriented(call.graph, layer.flow, who)
