@@ -69,6 +69,9 @@ from unigraph.nn.aggr import (
 from unigraph.nn.norm import BatchNorm, GraphNorm, InstanceNorm, LayerNorm
 from unigraph.nn.pool import global_add_pool, global_max_pool, global_mean_pool
 from unigraph.nn.models import GAT, GCN, GIN, MLP, PNA, EdgeCNN, GraphSAGE, JumpingKnowledge
+from unigraph.nn.models import (
+    ARGA, ARGVA, GAE, LINKX, PMLP, RECT_L, VGAE, CorrectAndSmooth, DeepGCNLayer, DeepGraphInfomax,
+    InnerProductDecoder, LabelPropagation, LightGCN, MaskLabel, MetaLayer, MetaPath2Vec, Node2Vec, SignedGCN)
 
 __all__ = ["MessagePassing", "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "GraphConv",
            "EdgeConv", "DynamicEdgeConv", "MRConv", "PNAConv", "RGCNConv", "FastRGCNConv", "HGTConv", "HeteroConv",
@@ -83,4 +86,7 @@ __all__ = ["MessagePassing", "GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GIN
            "GeneralConv", "FiLMConv", "EGConv", "DirGNNConv", "AntiSymmetricConv", "GPSConv", "PerformerAttention", "NNConv", "ECConv",
            "CGConv", "GMMConv", "SplineConv", "PDNConv", "MFConv", "FeaStConv", "PointNetConv", "PPFConv",
            "PointTransformerConv", "PointGNNConv", "GravNetConv", "HypergraphConv", "SignedConv", "DNAConv",
-           "WLConv", "WLConvContinuous", "HEATConv", "HANConv", "PANConv"]
+           "WLConv", "WLConvContinuous", "HEATConv", "HANConv", "PANConv",
+           "InnerProductDecoder", "GAE", "VGAE", "ARGA", "ARGVA", "SignedGCN", "DeepGraphInfomax",
+           "LabelPropagation", "CorrectAndSmooth", "Node2Vec", "MetaPath2Vec", "DeepGCNLayer", "LightGCN",
+           "LINKX", "PMLP", "RECT_L", "MaskLabel", "MetaLayer"]

@@ -9,7 +9,7 @@ import torch
 import unigraph
 import unigraph.nn as U
 from pyg_compare import TOL, assert_same, loaded, random_edges
-from unigraph.nn.supergat_conv import negative_edges
+from unigraph.nn.negative_edges import negative_edges
 
 pyg_nn = pytest.importorskip("torch_geometric.nn", reason="PyG is the reference for these tests (test extra)")
 
