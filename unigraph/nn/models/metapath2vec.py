@@ -10,12 +10,12 @@ import torch
 from torch import Tensor
 from torch.nn import Embedding
 from torch.utils.data import DataLoader
+from unigraph.nn.models.skip_gram import SkipGram
 
-EPS = 1e-15  # keeps log() finite where the sigmoid saturates
 WHO = "MetaPath2Vec"
 
 
-class MetaPath2Vec(torch.nn.Module):
+class MetaPath2Vec(SkipGram, torch.nn.Module):
     r"""One embedding per node of the node types the metapath visits, in one table (the types in
     sorted order, each a block of rows) plus a last row for the "dummy" node that a walk reaches
     once it meets a node without an edge of the next relation. Step :math:`t` of a walk follows a
@@ -136,34 +136,6 @@ class MetaPath2Vec(torch.nn.Module):
     def _windows(self, walks: Tensor) -> Tensor:
         """Every run of ``context_size`` consecutive nodes: all walks' first window, then their second..."""
         return walks.unfold(1, self.context_size, 1).transpose(0, 1).reshape(-1, self.context_size)
-
-    def loss(self, pos_rw: Tensor, neg_rw: Tensor) -> Tensor:
-        """Skip-gram loss of the positive windows against the negative ones."""
-        pos, neg = self._window_scores(pos_rw), self._window_scores(neg_rw)
-        return -torch.log(torch.sigmoid(pos) + EPS).mean() - torch.log(1 - torch.sigmoid(neg) + EPS).mean()
-
-    def _window_scores(self, windows: Tensor) -> Tensor:
-        if windows.dim() != 2 or windows.shape[1] < 2 or windows.is_floating_point():
-            raise ValueError(f"{WHO}.loss expects integer windows [W, context_size >= 2], got "
-                             f"{windows.dtype} {list(windows.shape)}")
-        start = self.embedding(windows[:, 0]).unsqueeze(1)
-        rest = self.embedding(windows[:, 1:].reshape(-1)).view(windows.shape[0], -1, self.embedding_dim)
-        return (start * rest).sum(dim=-1).view(-1)
-
-    def test(self, train_z: Tensor, train_y: Tensor, test_z: Tensor, test_y: Tensor,
-             solver: str = "lbfgs", *args: Any, **kwargs: Any) -> float:
-        """Accuracy on ``(test_z, test_y)`` of a scikit-learn logistic regression fitted on
-        ``(train_z, train_y)`` (extra arguments go to ``LogisticRegression``)."""
-        try:
-            from sklearn.linear_model import LogisticRegression
-        except ImportError as err:
-            raise ImportError(f"{WHO}.test needs scikit-learn (pip install scikit-learn)") from err
-
-        def numpy(t: Tensor) -> Any:
-            return t.detach().cpu().numpy()
-
-        clf = LogisticRegression(*args, solver=solver, **kwargs).fit(numpy(train_z), numpy(train_y))
-        return clf.score(numpy(test_z), numpy(test_y))
 
     def __repr__(self) -> str:
         rows, width = self.embedding.weight.shape

@@ -10,12 +10,12 @@ import torch
 from torch import Tensor
 from torch.nn import Embedding
 from torch.utils.data import DataLoader
+from unigraph.nn.models.skip_gram import EPS, SkipGram
 
-EPS = 1e-15  # keeps log() finite where the sigmoid saturates
 WHO = "Node2Vec"
 
 
-class Node2Vec(torch.nn.Module):
+class Node2Vec(SkipGram, torch.nn.Module):
     r"""One embedding :math:`\mathbf{z}_v` per node. A walk of ``walk_length`` nodes moves from
     :math:`v` (reached from :math:`t`) to an out-neighbour :math:`x` with probability proportional to
 
@@ -150,36 +150,6 @@ class Node2Vec(torch.nn.Module):
             out[pending[accepted]] = x[accepted]
             pending = pending[~accepted]
         return out
-
-    def loss(self, pos_rw: Tensor, neg_rw: Tensor) -> Tensor:
-        """Skip-gram loss of the positive windows against the negative ones."""
-        pos = self._window_scores(pos_rw)
-        neg = self._window_scores(neg_rw)
-        return -torch.log(torch.sigmoid(pos) + self.EPS).mean() - torch.log(1 - torch.sigmoid(neg) + self.EPS).mean()
-
-    def _window_scores(self, windows: Tensor) -> Tensor:
-        """:math:`\\mathbf{z}_v^{\\top}\\mathbf{z}_c` for each window's first node and every other."""
-        if windows.dim() != 2 or windows.shape[1] < 2 or windows.is_floating_point():
-            raise ValueError(f"{WHO}.loss expects integer windows [W, context_size >= 2], got "
-                             f"{windows.dtype} {list(windows.shape)}")
-        start = self.embedding(windows[:, 0]).unsqueeze(1)
-        rest = self.embedding(windows[:, 1:].reshape(-1)).view(windows.shape[0], -1, self.embedding_dim)
-        return (start * rest).sum(dim=-1).view(-1)
-
-    def test(self, train_z: Tensor, train_y: Tensor, test_z: Tensor, test_y: Tensor,
-             solver: str = "lbfgs", *args: Any, **kwargs: Any) -> float:
-        """Accuracy on ``(test_z, test_y)`` of a scikit-learn logistic regression fitted on
-        ``(train_z, train_y)`` (extra arguments go to ``LogisticRegression``)."""
-        try:
-            from sklearn.linear_model import LogisticRegression
-        except ImportError as err:
-            raise ImportError(f"{WHO}.test needs scikit-learn (pip install scikit-learn)") from err
-
-        def numpy(t: Tensor) -> Any:
-            return t.detach().cpu().numpy()
-
-        clf = LogisticRegression(*args, solver=solver, **kwargs).fit(numpy(train_z), numpy(train_y))
-        return clf.score(numpy(test_z), numpy(test_y))
 
     def __repr__(self) -> str:
         rows, width = self.embedding.weight.shape
