@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 from torch.nn import Embedding
 from torch.utils.data import DataLoader
+
 from unigraph.nn.models.skip_gram import SkipGram
 
 WHO = "MetaPath2Vec"
