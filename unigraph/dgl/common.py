@@ -15,13 +15,26 @@ import torch
 
 from unigraph.dgl import adjacency, messages, networkx_io, subgraph
 from unigraph.dgl.base import DGLError, is_all
-from unigraph.dgl.views import as_ids
+from unigraph.dgl.views import NodeView, as_ids
 
 
 class GraphAPI:
     """DGL's graph methods written once for both graph classes (see the module docstring)."""
 
     # ------------------------------------------------------------------ subgraphs
+    # (DGL's node views: g.nodes[ids].data, g.srcnodes, g.dstnodes)
+    @property
+    def nodes(self) -> NodeView:
+        return NodeView(self)
+
+    @property
+    def srcnodes(self) -> NodeView:
+        return NodeView(self, "src")
+
+    @property
+    def dstnodes(self) -> NodeView:
+        return NodeView(self, "dst")
+
     def subgraph(self, nodes: Any, *, relabel_nodes: bool = True, store_ids: bool = True, output_device: Any = None):
         """DGL's ``node_subgraph`` (:func:`unigraph.dgl.subgraph.node_subgraph`)."""
         return subgraph.node_subgraph(self, nodes, relabel_nodes=relabel_nodes, store_ids=store_ids,

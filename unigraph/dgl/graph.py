@@ -31,7 +31,7 @@ from unigraph.dgl.base import CROSS_REDUCERS, DEFAULT_ETYPE, DEFAULT_NTYPE, EID,
 from unigraph.dgl.common import GraphAPI
 from unigraph.dgl.init import zero_initializer
 from unigraph.dgl.subgraph import TypedParts
-from unigraph.dgl.views import EdgeView, NodeView, TypedCount, TypedData, as_ids
+from unigraph.dgl.views import EdgeView, TypedCount, TypedData, as_ids
 from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
 from unigraph.user_graph import Graph
@@ -348,18 +348,6 @@ class DGLGraph(GraphAPI, Graph):
         if self._block:
             raise DGLError("a block keeps node features in srcdata and dstdata, not ndata")
         return TypedData({self._srctype: self.srcdata, self._dsttype: self.dstdata}, "ndata")
-
-    @property
-    def nodes(self) -> NodeView:
-        return NodeView(self)
-
-    @property
-    def srcnodes(self) -> NodeView:
-        return NodeView(self, "src")
-
-    @property
-    def dstnodes(self) -> NodeView:
-        return NodeView(self, "dst")
 
     @property
     def edges(self) -> EdgeView:

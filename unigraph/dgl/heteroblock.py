@@ -27,7 +27,7 @@ from unigraph.dgl import messages
 from unigraph.dgl.base import DGLError, is_all
 from unigraph.dgl.graph import DGLGraph, check_idtype
 from unigraph.dgl.heterograph import CanonicalEtype, DGLHeteroGraph
-from unigraph.dgl.views import NodeView, TypedData, as_ids
+from unigraph.dgl.views import TypedData, as_ids
 from unigraph.graph import FeatureStore
 
 SIDES = ("src", "dst")
@@ -144,17 +144,6 @@ class DGLHeteroBlock(DGLHeteroGraph):
         ntype = self._check_ntype(ntype, side)
         return self._counts(self._side_of(ntype, side))[ntype]
 
-    def num_nodes(self, ntype: Any = None) -> int:
-        return self._num_nodes_of(ntype)
-
-    def num_src_nodes(self, ntype: Any = None) -> int:
-        return self._num_nodes_of(ntype, "src")
-
-    def num_dst_nodes(self, ntype: Any = None) -> int:
-        return self._num_nodes_of(ntype, "dst")
-
-    number_of_nodes, number_of_src_nodes, number_of_dst_nodes = num_nodes, num_src_nodes, num_dst_nodes
-
     def batch_num_nodes(self, ntype: Any = None) -> torch.Tensor:
         """``[num_src_nodes(ntype)]``: a block is one graph, counted by its source nodes (DGL's)."""
         return torch.tensor([self._num_nodes_of(self._check_ntype(ntype))], dtype=self._idtype, device=self.device)
@@ -166,14 +155,6 @@ class DGLHeteroBlock(DGLHeteroGraph):
     def _node_store(self, ntype: Any, side: str = "node") -> FeatureStore:
         ntype = self._check_ntype(ntype, side)
         return self._side_stores(self._side_of(ntype, side))[ntype]
-
-    @property
-    def srcnodes(self) -> NodeView:
-        return NodeView(self, "src")
-
-    @property
-    def dstnodes(self) -> NodeView:
-        return NodeView(self, "dst")
 
     @staticmethod
     def _typed(stores: dict[str, FeatureStore], what: str):

@@ -35,7 +35,7 @@ from unigraph.dgl.base import CROSS_REDUCERS, EID, ETYPE, NID, NTYPE, DGLError, 
 from unigraph.dgl.common import GraphAPI
 from unigraph.dgl.graph import FORMATS, DGLGraph, _paired, check_idtype, format_names, kept_per_part
 from unigraph.dgl.subgraph import TypedParts
-from unigraph.dgl.views import EdgeView, NodeView, TypedData, as_ids
+from unigraph.dgl.views import EdgeView, TypedData, as_ids
 from unigraph.function import MessageFunction, ReduceFunction
 from unigraph.graph import FeatureStore
 from unigraph.graph import Graph as CoreGraph
@@ -348,18 +348,6 @@ class DGLHeteroGraph(GraphAPI):
 
     def _write_rows(self, store, key, ids, value, kind, num_rows) -> None:
         self._any_relation()._write_rows(store, key, ids, value, kind, num_rows)
-
-    @property
-    def nodes(self) -> NodeView:
-        return NodeView(self)
-
-    @property
-    def srcnodes(self) -> NodeView:
-        return NodeView(self, "src")
-
-    @property
-    def dstnodes(self) -> NodeView:
-        return NodeView(self, "dst")
 
     @property
     def edges(self) -> EdgeView:

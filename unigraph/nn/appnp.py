@@ -18,7 +18,7 @@ from unigraph.nn.gcn_conv import gcn_norm
 class NormCache:
     """PyG's two caches of a normalized graph (``cached=True`` of APPNP and GCN2Conv): one for
     ``SparseTensor`` calls (``_cached_adj_t``), one for every other form (``_cached_edge_index``),
-    each an :class:`~unigraph.nn.sg_conv.InputCache` keyed on the graph, the edge weights (their
+    each an :class:`~unigraph.nn.input_cache.InputCache` keyed on the graph, the edge weights (their
     source), the dtype and ``add_self_loops``. A call whose inputs differ is normalized again (and
     cached instead): a cache never answers for another graph or other weights. The cached weights
     are detached: edge weights given with ``cached=True`` are constants after the first call."""
@@ -93,7 +93,7 @@ class APPNP(CachedNormalization, MessagePassing):
         \mathbf{X}^{\prime} &= \mathbf{X}^{(K)},
 
     with :math:`\mathbf{\hat{A}} = \mathbf{A} + \mathbf{I}` and :math:`\hat{D}_{ii} = \sum_{j}
-    \hat{A}_{ji}` (PyG's ``gcn_norm``: :func:`unigraph.nn.sg_conv.gcn_norm`); without ``normalize``
+    \hat{A}_{ji}` (PyG's ``gcn_norm``: :func:`unigraph.nn.gcn_conv.gcn_norm`); without ``normalize``
     :math:`\mathbf{A}` (the edge weights, or ones) as it is. Each step is one g-SpMM.
 
     Args:

@@ -28,7 +28,7 @@ class ARMAConv(MessagePassing):
         \qquad \mathbf{X}_k^{(0)} = \mathbf{X},
 
     with :math:`\mathbf{\hat{L}} = \mathbf{D}^{-1/2} \mathbf{A} \mathbf{D}^{-1/2}` (no self-loops
-    added: PyG's ``gcn_norm(add_self_loops=False)``, :func:`unigraph.nn.sg_conv.gcn_norm`),
+    added: PyG's ``gcn_norm(add_self_loops=False)``, :func:`unigraph.nn.gcn_conv.gcn_norm`),
     :math:`K` stacks of :math:`T` layers, :math:`\mathbf{W}_k^{(0)}` the ``init_weight`` and
     :math:`\mathbf{W}_k^{(t>0)}` the ``weight`` (one per layer, or one shared), :math:`\mathbf{V}`
     the ``root_weight``. The :math:`K` stacks propagate together: one g-SpMM per layer.

@@ -26,7 +26,7 @@ class GCN2Conv(CachedNormalization, MessagePassing):
 
     with :math:`\mathbf{\hat{P}} = \mathbf{\hat{D}}^{-1/2} \mathbf{\hat{A}} \mathbf{\hat{D}}^{-1/2}`,
     :math:`\mathbf{\hat{A}} = \mathbf{A} + \mathbf{I}` (PyG's ``gcn_norm``:
-    :func:`unigraph.nn.sg_conv.gcn_norm`; :math:`\mathbf{A}` as it is without ``normalize``),
+    :func:`unigraph.nn.gcn_conv.gcn_norm`; :math:`\mathbf{A}` as it is without ``normalize``),
     :math:`\mathbf{X}^{(0)}` the initial features and :math:`\beta = \log(\theta / \ell + 1)`
     (1 without ``theta``). Without ``shared_weights`` the two terms get their own weights:
 

@@ -9,9 +9,10 @@ from torch.nn import Parameter
 from torch.nn.parameter import UninitializedParameter
 
 from unigraph.message_passing import MessagePassing
-from unigraph.nn.checks import channels_pair, check_positive, check_width, glorot_
+from unigraph.nn.checks import channels_pair, check_positive, glorot_
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.layer_inputs import aggr_name, edge_feature_inputs, root_and_bias, size_linear, sized_widths
+from unigraph.nn.layer_inputs import (
+    aggr_name, edge_feature_inputs, pseudo_coordinates, root_and_bias, size_linear, sized_widths)
 from unigraph.nn.nn_conv import row_times_matrix
 from unigraph.nn.projection import dense, linear
 
@@ -108,7 +109,7 @@ class GMMConv(MessagePassing):
 
     def forward(self, x: Any, edge_index: Any, edge_attr: Tensor | None = None, size: Any = None) -> Tensor:
         g, x_src, x_dst, edge_attr = edge_feature_inputs(self, x, edge_index, edge_attr, size)
-        edge_attr = self._pseudo(edge_attr)
+        edge_attr = pseudo_coordinates(edge_attr, self.dim, type(self).__name__)
         if self.separate_gaussians:
             out = self.propagate(g, x=dense(x_src), filters=self._edge_filters(edge_attr))
         else:
@@ -116,15 +117,6 @@ class GMMConv(MessagePassing):
             projected = linear(x_src, self.g.t())
             out = self.propagate(g, x=projected, mixture=_gaussians(edge_attr, self.mu, self.sigma))
         return root_and_bias(out, x_dst, self.root, self.bias)
-
-    def _pseudo(self, edge_attr: Tensor | None) -> Tensor:
-        who = type(self).__name__
-        if edge_attr is None:
-            raise ValueError(f"{who} needs edge_attr: the pseudo-coordinates [num_edges, dim={self.dim}]")
-        if edge_attr.dim() == 1 and self.dim == 1:
-            edge_attr = edge_attr.view(-1, 1)
-        check_width(edge_attr, self.dim, who, "edge_attr")
-        return edge_attr
 
     def _edge_filters(self, edge_attr: Tensor) -> Tensor:
         """``[E, F_in, F_out]``: each edge's filter :math:`\\sum_k g_{f,m,k} w_{f,m,k}(e)`."""

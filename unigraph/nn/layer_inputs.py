@@ -235,3 +235,14 @@ def size_lazy(layer: MessagePassing, x: Tensor, linears: tuple) -> None:
     if x.shape[-1] != layer._widths[0]:
         raise ValueError(f"{type(layer).__name__} expects x with {layer._widths[0]} features (its in_channels), got "
                          f"{x.shape[-1]}")
+
+
+def pseudo_coordinates(edge_attr: Tensor | None, dim: int, who: str, note: str = "") -> Tensor:
+    """The ``[E, dim]`` pseudo-coordinates of GMMConv and SplineConv (a 1-D tensor when ``dim`` is
+    1), required; ``note`` adds what the layer's range is to the error."""
+    if edge_attr is None:
+        raise ValueError(f"{who} needs edge_attr: the pseudo-coordinates [num_edges, dim={dim}]{note}")
+    if edge_attr.dim() == 1 and dim == 1:
+        edge_attr = edge_attr.view(-1, 1)
+    check_width(edge_attr, dim, who, "edge_attr")
+    return edge_attr

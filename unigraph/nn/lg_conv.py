@@ -19,7 +19,7 @@ class LGConv(MessagePassing):
         \frac{e_{j,i}}{\sqrt{\deg(i)\deg(j)}} \mathbf{x}_j
 
     with :math:`\deg` the weighted in-degree, no self-loops added (PyG's
-    ``gcn_norm(add_self_loops=False)``: :func:`unigraph.nn.sg_conv.gcn_norm`); the edge weights
+    ``gcn_norm(add_self_loops=False)``: :func:`unigraph.nn.gcn_conv.gcn_norm`); the edge weights
     :math:`e_{j,i}` (1 without) as they are without ``normalize``. One g-SpMM; no parameters.
 
     Args:

@@ -23,7 +23,7 @@ class MixHopConv(MessagePassing):
         \mathbf{\hat{A}} \mathbf{\hat{D}}^{-1/2} \right)}^p \mathbf{X} \mathbf{\Theta}_p + \mathbf{b},
 
     with :math:`\mathbf{\hat{A}} = \mathbf{A} + \mathbf{I}` and :math:`\hat{D}_{ii} = \sum_{j}
-    \hat{A}_{ji}` (PyG's ``gcn_norm``: :func:`unigraph.nn.sg_conv.gcn_norm`) and :math:`\Vert` the
+    \hat{A}_{ji}` (PyG's ``gcn_norm``: :func:`unigraph.nn.gcn_conv.gcn_norm`) and :math:`\Vert` the
     concatenation over the powers, in the order given. Hop :math:`p` is computed from hop
     :math:`p - 1` (one g-SpMM each, up to the largest power).
 

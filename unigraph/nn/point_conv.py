@@ -116,7 +116,40 @@ class EdgeMessages(MessagePassing):
         return msg
 
 
-class PointNetConv(EdgeMessages):
+class LocalGlobal(EdgeMessages):
+    """:math:`\gamma(\operatorname{AGG}_j\, h(\mathbf{x}_j \,\Vert\, \mathbf{g}_{j,i}))`, PointNet's
+    form, which PPFConv shares with its own per-edge geometry :math:`\mathbf{g}`: ``local_nn``
+    (:math:`h`) and ``global_nn`` (:math:`\gamma`; a missing one is the identity), max by default."""
+
+    def __init__(self, local_nn: Callable | None = None, global_nn: Callable | None = None,
+                 add_self_loops: bool = True, **kwargs: Any):
+        kwargs.setdefault("aggr", "max")
+        super().__init__(**kwargs)
+        self.local_nn = check_network(local_nn, "local_nn", type(self).__name__)
+        self.global_nn = check_network(global_nn, "global_nn", type(self).__name__)
+        self.add_self_loops = add_self_loops
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.aggr_module is not None:
+            reset_module(self.aggr_module)
+        reset_module(self.local_nn)
+        reset_module(self.global_nn)
+
+    def _local_global(self, g: Graph, x_src: Tensor | None, geometry: Tensor) -> Tensor:
+        """The source features (when given) beside each edge's ``geometry``, through ``local_nn``,
+        aggregated, through ``global_nn``."""
+        msg = geometry if x_src is None else torch.cat([x_src.index_select(0, g.src), geometry], dim=1)
+        if self.local_nn is not None:
+            msg = self.local_nn(msg)
+        out = self.propagate(g, msg=msg)
+        return self.global_nn(out) if self.global_nn is not None else out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(local_nn={self.local_nn}, global_nn={self.global_nn})"
+
+
+class PointNetConv(LocalGlobal):
     r"""The PointNet set layer from the `"PointNet: Deep Learning on Point Sets for 3D
     Classification and Segmentation" <https://arxiv.org/abs/1612.00593>`_ and `"PointNet++: Deep
     Hierarchical Feature Learning on Point Sets in a Metric Space"
@@ -153,32 +186,9 @@ class PointNetConv(EdgeMessages):
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
-    def __init__(self, local_nn: Callable | None = None, global_nn: Callable | None = None,
-                 add_self_loops: bool = True, **kwargs: Any):
-        kwargs.setdefault("aggr", "max")
-        super().__init__(**kwargs)
-        self.local_nn = check_network(local_nn, "local_nn", type(self).__name__)
-        self.global_nn = check_network(global_nn, "global_nn", type(self).__name__)
-        self.add_self_loops = add_self_loops
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        if self.aggr_module is not None:
-            reset_module(self.aggr_module)
-        reset_module(self.local_nn)
-        reset_module(self.global_nn)
-
     def forward(self, x: Any, pos: Any, edge_index: Any) -> Tensor:
         who = type(self).__name__
         g, pos_src, pos_dst = point_graph(self, who, pos, edge_index)
         x_src = source_rows(g, source_features(x, who), "x")
         msg = pos_src.index_select(0, g.src) - pos_dst.index_select(0, g.dst)
-        if x_src is not None:
-            msg = torch.cat([x_src.index_select(0, g.src), msg], dim=1)
-        if self.local_nn is not None:
-            msg = self.local_nn(msg)
-        out = self.propagate(g, msg=msg)
-        return self.global_nn(out) if self.global_nn is not None else out
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(local_nn={self.local_nn}, global_nn={self.global_nn})"
+        return self._local_global(g, x_src, msg)

@@ -1,15 +1,14 @@
 """PPFConv: PPFNet's convolution over point pair features."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from unigraph.message_passing.inputs import split_pair
-from unigraph.nn.checks import reset_module
 from unigraph.nn.point_conv import (
-    EdgeMessages, check_network, node_pair, point_graph, source_features, source_rows)
+    LocalGlobal, node_pair, point_graph, source_features, source_rows)
 
 
 def angle(v1: Tensor, v2: Tensor) -> Tensor:
@@ -30,7 +29,7 @@ def point_pair_features(pos_i: Tensor, pos_j: Tensor, normal_i: Tensor, normal_j
                         angle(normal_i, normal_j)], dim=1)
 
 
-class PPFConv(EdgeMessages):
+class PPFConv(LocalGlobal):
     r"""The PPFNet operator from the `"PPFNet: Global Context Aware Local Features for Robust 3D
     Point Matching" <https://arxiv.org/abs/1802.02669>`_ paper.
 
@@ -64,21 +63,6 @@ class PPFConv(EdgeMessages):
         - **output:** node features :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
-    def __init__(self, local_nn: Callable | None = None, global_nn: Callable | None = None,
-                 add_self_loops: bool = True, **kwargs: Any):
-        kwargs.setdefault("aggr", "max")
-        super().__init__(**kwargs)
-        self.local_nn = check_network(local_nn, "local_nn", type(self).__name__)
-        self.global_nn = check_network(global_nn, "global_nn", type(self).__name__)
-        self.add_self_loops = add_self_loops
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        if self.aggr_module is not None:
-            reset_module(self.aggr_module)
-        reset_module(self.local_nn)
-        reset_module(self.global_nn)
-
     def forward(self, x: Any, pos: Any, normal: Any, edge_index: Any) -> Tensor:
         who = type(self).__name__
         g, pos_src, pos_dst = point_graph(self, who, pos, edge_index, loops_past_sources=False)
@@ -91,12 +75,4 @@ class PPFConv(EdgeMessages):
         x_src = source_rows(g, source_features(x, who), "x")
         msg = point_pair_features(pos_dst.index_select(0, g.dst), pos_src.index_select(0, g.src),
                                   normal_dst.index_select(0, g.dst), normal_src.index_select(0, g.src))
-        if x_src is not None:
-            msg = torch.cat([x_src.index_select(0, g.src), msg], dim=1)
-        if self.local_nn is not None:
-            msg = self.local_nn(msg)
-        out = self.propagate(g, msg=msg)
-        return self.global_nn(out) if self.global_nn is not None else out
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(local_nn={self.local_nn}, global_nn={self.global_nn})"
+        return self._local_global(g, x_src, msg)

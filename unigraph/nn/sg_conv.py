@@ -7,6 +7,7 @@ from typing import Any
 
 from torch import Tensor
 
+from unigraph.graph import Graph
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive
 from unigraph.nn.lazy import LAZY, make_linear
@@ -16,7 +17,57 @@ from unigraph.nn.layer_inputs import check_hops, propagate_nodes, size_lazy, squ
 
 
 # ---------------------------------------------------------------------- SGConv
-class SGConv(MessagePassing):
+class GCNFilterThenLinear(MessagePassing):
+    """What SGConv and SSGConv share: a fixed filter of the graph built from PyG's ``gcn_norm``
+    (:meth:`_filtered`, over ``K`` hops), applied to ``x`` and kept with ``cached=True`` while the
+    same unchanged inputs and settings (:meth:`_settings`) come back (:class:`InputCache`), then
+    one linear layer ``lin``."""
+
+    resolves_flow = True
+
+    def __init__(self, in_channels: int, out_channels: int, K: int, cached: bool, add_self_loops: bool,
+                 bias: bool, *, min_hops: int, **kwargs: Any):
+        who = type(self).__name__
+        kwargs.setdefault("aggr", "add")
+        super().__init__(**kwargs)
+        self.in_channels = in_channels if in_channels == LAZY else check_positive(in_channels, "in_channels", who)
+        self.out_channels = check_positive(out_channels, "out_channels", who)
+        self.K = check_hops(K, who, minimum=min_hops)
+        self.cached, self.add_self_loops = cached, add_self_loops
+        self._widths, self._lazy = (in_channels, in_channels), in_channels == LAZY
+        self._kept = InputCache()
+        self.lin = make_linear(in_channels, out_channels, bias=bias)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.lin.reset_parameters()
+        self._kept.clear()
+
+    def _settings(self) -> tuple:
+        """What the filter depends on besides the inputs (part of the cache key)."""
+        return (self.K, self.add_self_loops)
+
+    def _filtered(self, g: Graph, weights: Tensor, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor | Any, edge_index: Any, edge_weight: Tensor | None = None) -> Tensor:
+        call = square_call(self, x, edge_index, edge_weight)
+        size_lazy(self, call.x, (self.lin,))
+        key = (call.graph, call.x, weight_source(call)) + self._settings()
+        h = self._kept.get(key) if self.cached else None
+        if h is None:
+            g, weights = gcn_norm(call.graph, call.edge_weight, call.x.dtype, call.form,
+                                  add_self_loops=self.add_self_loops)
+            h = self._filtered(g, weights, call.x)
+            if self.cached:
+                self._kept.put(key, h.detach())
+        return self.lin(h)
+
+    def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
+        return edge_weight.view(-1, 1) * x_j
+
+
+class SGConv(GCNFilterThenLinear):
     r"""The simple graph convolution from the `"Simplifying Graph Convolutional Networks"
     <https://arxiv.org/abs/1902.07153>`_ paper.
 
@@ -26,7 +77,8 @@ class SGConv(MessagePassing):
 
     where :math:`\mathbf{\hat{A}} = \mathbf{A} + \mathbf{I}` (the edge weights, with one self-loop
     per node) and :math:`\hat{D}_{ii} = \sum_{j} \hat{A}_{ji}`: ``K`` hops of PyG's ``gcn_norm``
-    (:func:`gcn_norm`, its self-loop weights per call form), each one g-SpMM, then one linear layer.
+    (:func:`unigraph.nn.gcn_conv.gcn_norm`, its self-loop weights per call form), each one g-SpMM,
+    then one linear layer.
 
     Args:
         in_channels (int): size of each input sample, or ``-1`` to infer it on the first call.
@@ -49,24 +101,9 @@ class SGConv(MessagePassing):
         - **output:** node features :math:`(*, |\mathcal{V}|, F_{out})`
     """
 
-    resolves_flow = True
-
     def __init__(self, in_channels: int, out_channels: int, K: int = 1, cached: bool = False,
                  add_self_loops: bool = True, bias: bool = True, **kwargs: Any):
-        kwargs.setdefault("aggr", "add")
-        super().__init__(**kwargs)
-        self.in_channels = in_channels if in_channels == LAZY else check_positive(in_channels, "in_channels", "SGConv")
-        self.out_channels = check_positive(out_channels, "out_channels", "SGConv")
-        self.K = check_hops(K, "SGConv")
-        self.cached, self.add_self_loops = cached, add_self_loops
-        self._widths, self._lazy = (in_channels, in_channels), in_channels == LAZY
-        self._kept = InputCache()
-        self.lin = make_linear(in_channels, out_channels, bias=bias)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        self.lin.reset_parameters()
-        self._kept.clear()
+        super().__init__(in_channels, out_channels, K, cached, add_self_loops, bias, min_hops=0, **kwargs)
 
     @property
     def _cached_x(self) -> Tensor | None:
@@ -78,23 +115,10 @@ class SGConv(MessagePassing):
         refuse_cache_value("SGConv", "_cached_x", value)
         self._kept.clear()
 
-    def forward(self, x: Tensor | Any, edge_index: Any, edge_weight: Tensor | None = None) -> Tensor:
-        call = square_call(self, x, edge_index, edge_weight)
-        size_lazy(self, call.x, (self.lin,))
-        key = (call.graph, call.x, weight_source(call), self.K, self.add_self_loops)
-        h = self._kept.get(key) if self.cached else None
-        if h is None:
-            g, weights = gcn_norm(call.graph, call.edge_weight, call.x.dtype, call.form,
-                                  add_self_loops=self.add_self_loops)
-            h = call.x
-            for _ in range(self.K):
-                h = propagate_nodes(self, g, h, edge_weight=weights)
-            if self.cached:
-                self._kept.put(key, h.detach())
-        return self.lin(h)
-
-    def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
-        return edge_weight.view(-1, 1) * x_j
+    def _filtered(self, g: Graph, weights: Tensor, x: Tensor) -> Tensor:
+        for _ in range(self.K):
+            x = propagate_nodes(self, g, x, edge_weight=weights)
+        return x
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, K={self.K})"

@@ -20,9 +20,10 @@ from torch.nn import Parameter
 from torch.nn.parameter import UninitializedParameter
 
 from unigraph.message_passing import MessagePassing
-from unigraph.nn.checks import channels_pair, check_positive, check_width
+from unigraph.nn.checks import channels_pair, check_positive
 from unigraph.nn.lazy import LAZY, make_linear
-from unigraph.nn.layer_inputs import aggr_name, edge_feature_inputs, root_and_bias, size_linear, sized_widths, uniform_
+from unigraph.nn.layer_inputs import (
+    aggr_name, edge_feature_inputs, pseudo_coordinates, root_and_bias, size_linear, sized_widths, uniform_)
 from unigraph.nn.projection import dense
 
 DEGREES = (1, 2, 3)
@@ -123,13 +124,8 @@ class SplineConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x: Any, edge_index: Any, edge_attr: Tensor | None = None, size: Any = None) -> Tensor:
-        who = type(self).__name__
         g, x_src, x_dst, edge_attr = edge_feature_inputs(self, x, edge_index, edge_attr, size)
-        if edge_attr is None:
-            raise ValueError(f"{who} needs edge_attr: the pseudo-coordinates [num_edges, dim={self.dim}] in [0, 1]")
-        if edge_attr.dim() == 1 and self.dim == 1:
-            edge_attr = edge_attr.view(-1, 1)
-        check_width(edge_attr, self.dim, who, "edge_attr")
+        edge_attr = pseudo_coordinates(edge_attr, self.dim, type(self).__name__, " in [0, 1]")
         basis, weight_index = spline_basis(edge_attr, self.kernel_size, self.is_open_spline, self.degree)
         out = self.propagate(g, x=dense(x_src), basis=basis, weight_index=weight_index)
         return root_and_bias(out, x_dst, self.lin, self.bias)

@@ -24,7 +24,7 @@ class TAGConv(MessagePassing):
 
     with :math:`\mathbf{A}` the weighted adjacency *without* added self-loops and
     :math:`D_{ii} = \sum_j A_{ji}` (PyG's ``gcn_norm(add_self_loops=False)``:
-    :func:`unigraph.nn.sg_conv.gcn_norm`); :math:`\mathbf{A}` as it is without ``normalize``.
+    :func:`unigraph.nn.gcn_conv.gcn_norm`); :math:`\mathbf{A}` as it is without ``normalize``.
     Each hop is one g-SpMM.
 
     Args:

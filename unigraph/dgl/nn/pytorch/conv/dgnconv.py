@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from unigraph import ops
 from unigraph.dgl.base import DGLError
 from unigraph.dgl.nn.pytorch.conv.pnaconv import (
-    AGGREGATORS as PNA_AGGREGATORS, SCALERS, PNAConv, PNAConvTower, _Reductions, _scale_factors)
+    AGGREGATORS as PNA_AGGREGATORS, SCALERS, PNAConv, PNAConvTower, _Reductions)
 from unigraph.dgl.nn.pytorch.utils import check_graph
 
 DIRECTIONAL = tuple(f"dir{k}-{kind}" for k in (1, 2, 3) for kind in ("av", "dx"))
@@ -71,24 +71,12 @@ class DGNConvTower(PNAConvTower):
     """A PNA tower whose aggregators may also be directional; reads ``graph.ndata["eig"]`` when
     one is. Shapes as :class:`PNAConvTower`."""
 
-    def neighbourhood_with(self, graph, msg: Tensor, h_in: Tensor) -> Tensor:
-        """PNA's ``neighbourhood`` with the directional aggregators in their slots."""
+    def _aggregations(self, graph, msg: Tensor, node_feat: Tensor | None) -> list[Tensor]:
+        """PNA's aggregations with the directional aggregators in their slots."""
         reductions = _Reductions(graph, msg)
         eig_vec = graph.ndata["eig"] if any(name in DIRECTIONAL for name in self.aggregators) else None
-        h = torch.cat([directional(graph, msg, h_in, eig_vec, name) if name in DIRECTIONAL
-                       else reductions.aggregate(name) for name in self.aggregators], dim=1)
-        degrees = graph.in_degrees()
-        factors = _scale_factors(degrees, self.delta, h.dtype)
-        h = torch.cat([h if name == "identity" else h * factors[name] for name in self.scalers], dim=1)
-        return torch.where((degrees > 0).unsqueeze(1), h, torch.zeros((), dtype=h.dtype, device=h.device))
-
-    def forward(self, graph, node_feat: Tensor, edge_feat: Tensor | None, snorm: Tensor) -> Tensor:
-        parts = [node_feat.index_select(0, graph.src), node_feat.index_select(0, graph.dst)]
-        if self.edge_feat_size > 0:
-            parts.append(edge_feat)
-        msg = self.M(torch.cat(parts, dim=-1))
-        h = self.U(torch.cat([node_feat, self.neighbourhood_with(graph, msg, node_feat)], dim=-1)) * snorm
-        return self.dropout(self.batchnorm(h))
+        return [directional(graph, msg, node_feat, eig_vec, name) if name in DIRECTIONAL
+                else reductions.aggregate(name) for name in self.aggregators]
 
 
 class DGNConv(PNAConv):

@@ -111,11 +111,10 @@ class PNAConvTower(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.batchnorm = nn.BatchNorm1d(out_size)
 
-    def neighbourhood(self, graph, msg: Tensor) -> Tensor:
+    def neighbourhood(self, graph, msg: Tensor, node_feat: Tensor | None = None) -> Tensor:
         """``[N, len(scalers) * len(aggregators) * F]``: every scaler of every aggregation, in
         DGL's order (scalers outer, aggregators inner); zero for nodes without in-edges."""
-        reductions = _Reductions(graph, msg)
-        h = torch.cat([reductions.aggregate(name) for name in self.aggregators], dim=1)
+        h = torch.cat(self._aggregations(graph, msg, node_feat), dim=1)
         degrees = graph.in_degrees()
         factors = _scale_factors(degrees, self.delta, h.dtype)
         h = torch.cat([h if name == "identity" else h * factors[name] for name in self.scalers], dim=1)
@@ -126,8 +125,14 @@ class PNAConvTower(nn.Module):
         if self.edge_feat_size > 0:
             parts.append(edge_feat)
         msg = self.M(torch.cat(parts, dim=-1))
-        h = self.U(torch.cat([node_feat, self.neighbourhood(graph, msg)], dim=-1)) * snorm
+        h = self.U(torch.cat([node_feat, self.neighbourhood(graph, msg, node_feat)], dim=-1)) * snorm
         return self.dropout(self.batchnorm(h))
+
+    def _aggregations(self, graph, msg: Tensor, node_feat: Tensor | None) -> list[Tensor]:
+        """``[N, F]`` per aggregator, in order (``node_feat``: the destinations' own features, for
+        aggregators that read them: DGNConv's)."""
+        reductions = _Reductions(graph, msg)
+        return [reductions.aggregate(name) for name in self.aggregators]
 
 
 class PNAConv(nn.Module):
