@@ -110,9 +110,9 @@ def coo_kernel_calls():
     from unigraph.ops import small_graph_lane
     calls = []
 
-    def counted(src, dst, u, w, num_dst, inner=small_graph_lane._sum):
+    def counted(src, dst, u, w, num_dst, counts=None, inner=small_graph_lane._sum):
         calls.append((src.numel(), u.shape[1], w is not None))
-        return inner(src, dst, u, w, num_dst)
+        return inner(src, dst, u, w, num_dst, counts)
 
     def counted_extreme(src, dst, u, num_dst, reduce, inner=small_graph_lane._extreme):
         calls.append((src.numel(), u.shape[1], False))

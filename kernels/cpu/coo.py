@@ -62,6 +62,21 @@ def scatter_sum(bounds, src, dst, w, weighted, x, out):
                         out[d, j] += x[s, j]
 
 
+@parallel_kernel()
+def divide_rows(x, counts, out):
+    """``out[v] = x[v] / max(counts[v], 1)`` for every row ``v`` (``out`` may be ``x``): a mean from
+    its sum, or the mean's gradient, with torch's bits (``x / counts.clamp(min=1).to(x.dtype)[:, None]``):
+    each count made ``x``'s dtype first (one rounding, as torch's ``.to``), then an IEEE division.
+    Not fastmath: that would let the division become a product by the reciprocal."""
+    rows, width = x.shape[0], x.shape[1]
+    divisor = np.empty(rows, x.dtype)
+    for v in range(rows):
+        divisor[v] = max(counts[v], 1)
+    for v in prange(rows):
+        for j in range(width):
+            out[v, j] = x[v, j] / divisor[v]
+
+
 @parallel_kernel(fastmath=FASTMATH)
 def scatter_extreme(bounds, src, dst, x, sign, out, arg):
     """``out[v, j]`` = max (``sign`` 1) or min (-1) of ``x[src[k], j]`` over the edges ``k`` into

@@ -378,3 +378,29 @@ def test_per_edge_extremes_run_the_coo_kernel_with_edge_winners(lane_calls, redu
     assert torch.equal(out.nan_to_num(99.0), plain.nan_to_num(99.0))
     upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     assert torch.equal(*(torch.autograd.grad(y, e, upstream)[0] for y in (out, plain)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("op", ["copy_u", "u_mul_e"])
+def test_a_mean_has_the_bits_of_the_sum_divided_by_torch(lane_calls, dtype, op):
+    """A mean divides inside the COO Function (``coo.divide_rows``), its backward divides the
+    gradient there too: the bits of the lane's sum divided by torch's ``max(in_degree, 1)``, forward
+    and backward (``u`` and the weights), with rows without in-edges and a NaN."""
+    gen = torch.Generator().manual_seed(3)
+    n, edges, width = 60, 400, 17
+    src = torch.randint(0, n, (edges,), generator=gen)
+    dst = torch.randint(0, n - 10, (edges,), generator=gen)   # the last 10 nodes have no in-edge
+    g = unigraph.Graph(torch.stack([src, dst]), num_nodes=n)
+    u = torch.randn(n, width, generator=gen, dtype=dtype) * 100
+    u[5, 3] = float("nan")
+    u.requires_grad_()
+    w = torch.rand(edges, generator=gen, dtype=dtype).requires_grad_() if op == "u_mul_e" else None
+    inputs = [u] + ([w] if w is not None else [])
+    out = ops.gspmm(g, op, "mean", u, w)
+    assert type(out.grad_fn).__name__ == "CooSumBackward" and lane_calls
+    expected = ops.gspmm(g, op, "sum", u, w) / torch.bincount(dst, minlength=n).clamp(min=1).to(dtype).unsqueeze(1)
+    bits = torch.int32 if dtype == torch.float32 else torch.int64
+    assert torch.equal(out.detach().view(bits), expected.detach().view(bits))
+    upstream = torch.randn(n, width, generator=gen, dtype=dtype)
+    for got, want in zip(torch.autograd.grad(out, inputs, upstream), torch.autograd.grad(expected, inputs, upstream)):
+        assert torch.equal(got.view(bits), want.view(bits))

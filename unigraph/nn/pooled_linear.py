@@ -120,14 +120,13 @@ def live_rows(grad: Tensor) -> int | None:
 
 
 def _worth_pooling(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
-    if (x.device.type != "cpu" or x.dim() != 2 or x.layout != torch.strided or weight.dim() != 2
-            or x.dtype not in (torch.float32, torch.float64) or weight.dtype != x.dtype
-            or (bias is not None and (bias.dtype != x.dtype or bias.dim() != 1))
-            or alloc.pool().max_bytes == 0 or torch.is_autocast_enabled("cpu")
-            or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()):
-        return False
-    widest = max(x.shape[1], weight.shape[0])
-    return x.shape[0] * widest * x.element_size() >= alloc.MIN_BYTES
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[0] * max(x.shape[1], weight.shape[0]) * x.element_size() < alloc.MIN_BYTES:
+        return False   # (the size first: most calls are small, and it is the cheapest to read)
+    return not (x.device.type != "cpu" or x.layout != torch.strided
+                or x.dtype not in (torch.float32, torch.float64) or weight.dtype != x.dtype
+                or (bias is not None and (bias.dtype != x.dtype or bias.dim() != 1))
+                or alloc.pool().max_bytes == 0 or torch.is_autocast_enabled("cpu")
+                or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active())
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

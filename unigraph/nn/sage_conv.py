@@ -24,6 +24,11 @@ from unigraph.nn.static_graph import is_static, static_copies
 
 SIMPLE_AGGREGATORS = ("mean", "sum", "add", "max", "min")
 DGL_AGGREGATORS = ("pool", "gcn", "dgl_lstm")
+# The product rows_with_messages could shorten (rows x in x out multiply-adds) below which its reads
+# and checks cost more than the rows they save (~25 us of a ~140 us call on a PyG batch of 32 small
+# graphs, 850 x 32 x 32, 1 thread, where at most a few us could be saved; a 2-hop NeighborLoader
+# batch of GraphSAGE is thousands of rows x 128 x 128, far above)
+MIN_SKIP_WORK = 1 << 21
 
 
 class SAGEConv(MessagePassing):
@@ -272,11 +277,12 @@ def rows_with_messages(g: Graph, aggregated: Tensor, weight: Tensor) -> int | No
     product). The caller asks only for the default hooks (:meth:`MessagePassing.propagates_default_hooks`):
     zero values alone do not show that a row depends on no parameter.
 
-    CPU tensors only: on a GPU the largest-destination read and the two checks each make the host
+    Not for a product under :data:`MIN_SKIP_WORK` multiply-adds (the checks would cost more than
+    they save). CPU tensors only: on a GPU the largest-destination read and the two checks each make the host
     wait for the device (~50-100 us a read in the H200 run's mini-batch step, where a layer's
     product over all rows takes microseconds and the host is the limit)."""
-    if (torch.compiler.is_compiling() or aggregated.device.type != "cpu" or aggregated.dim() != 2
-            or aggregated.layout != torch.strided):
+    if (aggregated.dim() != 2 or aggregated.shape[0] * weight.numel() < MIN_SKIP_WORK or torch.compiler.is_compiling()
+            or aggregated.device.type != "cpu" or aggregated.layout != torch.strided):
         return None
     rows = g.memo(("unigraph.nn", "rows_with_in_edges"), lambda: _last_row_with_edges(g))
     if 8 * (aggregated.shape[0] - rows) < aggregated.shape[0]:   # under an eighth to skip: not worth the checks

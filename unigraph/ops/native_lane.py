@@ -88,9 +88,9 @@ def run(g: Graph, op: str, reduce: str, u, e, explicit: str | None) -> Tensor | 
     if choice == "auto":
         if small_graph.ops_apply(num_edges, u.shape[1], u.device, grad):
             choice = BACKEND   # the rule's GPU side and tiny CPU calls: this lane's ops, no statistics, no decision
-        elif small_graph.takes(g, u.shape[1], u.device):
-            return _averaged(g, reduce, small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1),
-                                                                    num_dst, grad))
+        elif small_graph.takes(g, u.shape[1], u.device):   # (a mean divides in the same Function)
+            return small_graph_lane.aggregate(src, dst, u, None if e is None else e.reshape(-1), num_dst, grad,
+                                              g.in_degree_counts() if reduce == "mean" else None)
         else:
             decided = _auto_choice(g, op, reduce, u, grad)
     if ((decided.name if decided is not None else choice) != BACKEND

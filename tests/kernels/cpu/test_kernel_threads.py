@@ -58,6 +58,7 @@ def _every_kernel(g: Graph, width: int) -> list[torch.Tensor]:
              ops.edge_softmax(g, e, backend="numba"), ops.gat_attention(g, h, el, er, backend="numba"),
              dropout(u, 0.5), relu_dropout(u, 0.5), keep_mask((m, 4), 0.5, u),
              aggregate(g.src, g.dst, u, None, n, True), aggregate(g.src, g.dst, u, w.view(-1), n, True),
+             aggregate(g.src, g.dst, u, None, n, True, g.in_degree_counts()),   # a mean: divide_rows, both ways
              extreme(g.src, g.dst, u, n, "max", True), add_relu(g.src, g.dst, u, e, n, True)]
     with _one_pass_dropout():
         # torch's own, in one pass at any size here; times u so that its backward gets a contiguous

@@ -16,6 +16,12 @@ REAL = sage_conv.rows_with_messages
 N, IN, OUT, WITH_EDGES = 40, 3, 5, 12   # IN < OUT: aggregate first, then project
 
 
+@pytest.fixture(autouse=True)
+def small_products_skip_rows_too(monkeypatch):
+    """These graphs are small: the skip is taken at any size here (production: MIN_SKIP_WORK)."""
+    monkeypatch.setattr(sage_conv, "MIN_SKIP_WORK", 0)
+
+
 def batch_edges(seed: int = 0) -> torch.Tensor:
     """Edges into nodes 0..WITH_EDGES-1 only, from anywhere (as a 2-hop NeighborLoader batch)."""
     gen = torch.Generator().manual_seed(seed)
@@ -188,3 +194,12 @@ def test_off_the_cpu_nothing_is_read():
     assert sage_conv.rows_with_messages(g, torch.zeros(N, IN, device="meta"), conv.lin_l.weight) is None
     assert not g.has_memo(("unigraph.nn", "rows_with_in_edges"))
     assert sage_conv.rows_with_messages(g, torch.zeros(N, IN), conv.lin_l.weight) == WITH_EDGES
+
+
+def test_a_product_too_small_to_gain_is_not_shortened(monkeypatch):
+    """Below MIN_SKIP_WORK the checks would cost more than the rows save: the full product."""
+    conv, x = make(7)
+    monkeypatch.setattr(sage_conv, "MIN_SKIP_WORK", N * IN * OUT + 1)
+    check(conv, x, batch_edges(7), torch.randn(N, OUT, dtype=torch.float64), False, monkeypatch)
+    monkeypatch.setattr(sage_conv, "MIN_SKIP_WORK", N * IN * OUT)
+    check(conv, x, batch_edges(7), torch.randn(N, OUT, dtype=torch.float64), True, monkeypatch)
