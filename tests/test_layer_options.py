@@ -141,6 +141,13 @@ def test_get_attention_is_dgls_alias():
 
 
 # ---------------------------------------------------------------------- sparse input projection
+@pytest.fixture
+def small_inputs_looked_at(monkeypatch):
+    """These inputs are small: looked at for the sparse projection at any size here (production:
+    ``projection.SPARSE_MIN_ELEMENTS``)."""
+    monkeypatch.setattr(projection, "SPARSE_MIN_ELEMENTS", 0)
+
+
 class TwoGAT(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -152,7 +159,7 @@ class TwoGAT(torch.nn.Module):
 
 
 @pytest.mark.parametrize("layout", ["dense", "coo", "csr"])
-def test_model_from_layers_takes_the_sparse_projection(layout, monkeypatch):
+def test_model_from_layers_takes_the_sparse_projection(layout, monkeypatch, small_inputs_looked_at):
     torch.manual_seed(0)
     x = torch.rand(40, 60) * (torch.rand(40, 60) < 0.03)  # bag-of-words density, as Cora's
     x_input = {"dense": x, "coo": x.to_sparse(), "csr": x.to_sparse_csr()}[layout]
@@ -189,7 +196,7 @@ def test_sparse_copy_follows_in_place_changes():
     torch.testing.assert_close(conv(coo, edge_index), conv(2 * x, edge_index), rtol=1e-5, atol=1e-6)
 
 
-def test_sparse_input_switch_does_not_leak_its_verdict():
+def test_sparse_input_switch_does_not_leak_its_verdict(small_inputs_looked_at):
     """A dense verdict cached while the projection was switched off is not reused after it."""
     x = torch.zeros(300, 50)
     x[::7, 3] = 1.0
@@ -202,7 +209,21 @@ def test_sparse_input_switch_does_not_leak_its_verdict():
         assert projection.sparse_if_mostly_zero(x) is x
 
 
-def test_an_input_made_anew_every_step_is_not_converted(monkeypatch):
+def test_a_small_input_stays_dense_unlooked_at_and_a_large_one_is_converted():
+    """Below SPARSE_MIN_ELEMENTS a mostly-zero input is not even remembered (no cache entry); at the
+    bound it is, and converted at its second sight."""
+    n = projection.SPARSE_MIN_ELEMENTS // 64
+    for rows, converted in ((n - 1, False), (n, True)):
+        projection._SPARSE_COPIES.clear()
+        x = torch.zeros(rows, 64)
+        x[::9, 5] = 1.0
+        assert projection.sparse_if_mostly_zero(x) is x
+        assert projection.is_sparse(projection.sparse_if_mostly_zero(x)) == converted
+        assert bool(projection._SPARSE_COPIES) == converted
+    projection._SPARSE_COPIES.clear()
+
+
+def test_an_input_made_anew_every_step_is_not_converted(monkeypatch, small_inputs_looked_at):
     """F.dropout(x) before the first layer makes a new mostly-zero tensor every step: converting
     each one cost more than the sparse product saved (PyG's gcn.py on Cora: ~13 ms a step), so only
     an input seen a second time is converted, and the results are the dense path's."""
