@@ -60,6 +60,11 @@ def widened(x: Tensor) -> Tensor:
     return x.float() if x.is_floating_point() and x.element_size() < 4 else x
 
 
+def widened_dtype(dtype: torch.dtype) -> torch.dtype:
+    """:func:`widened`'s dtype for a tensor of ``dtype``: float32 for a half-precision float."""
+    return torch.float32 if dtype.is_floating_point and dtype.itemsize < 4 else dtype
+
+
 def group_sizes(index: Tensor, dim_size: int, like: Tensor) -> Tensor:
     """The rows of each group (``[dim_size]``), as a float of ``like``'s precision but float32 at
     least: float16 counts exactly only to 2,048 and bfloat16 to 256, so a hub's mean or PNA's

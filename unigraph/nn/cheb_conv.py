@@ -8,6 +8,7 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from unigraph.graph import Graph
+from unigraph.group_reduce import widened
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, glorot_
 from unigraph.nn.lazy import LAZY, make_linear
@@ -121,10 +122,12 @@ class ChebConv(MessagePassing):
 
 def _laplacian(weights: Tensor, row: Tensor, col: Tensor, num_nodes: int, normalization: str | None) -> Tensor:
     """The entries of :math:`\\mathbf{L}` on the edges (negated weights) then the loops, as PyG's
-    ``get_laplacian`` orders them."""
+    ``get_laplacian`` orders them; the degrees summed and normalized in float32 at least, rounded
+    once (a half-precision sum of a hub's weights stops growing at 256 or 2,048)."""
+    given, weights = weights.dtype, widened(weights)
     degree = weights.new_zeros(num_nodes).index_add(0, row, weights)
     if normalization is None:
-        return torch.cat([-weights, degree])
+        return torch.cat([-weights, degree]).to(given)
     if normalization == "sym":
         inv = degree.pow(-0.5)
         inv = inv.masked_fill(inv == float("inf"), 0)
@@ -133,7 +136,7 @@ def _laplacian(weights: Tensor, row: Tensor, col: Tensor, num_nodes: int, normal
         inv = 1.0 / degree
         inv = inv.masked_fill(inv == float("inf"), 0)
         weights = inv.index_select(0, row) * weights
-    return torch.cat([-weights, weights.new_ones(num_nodes)])
+    return torch.cat([-weights, weights.new_ones(num_nodes)]).to(given)
 
 
 def _lambda_max(laplacian: Tensor, lambda_max: Any, batch: Tensor | None, row: Tensor, dtype: torch.dtype,

@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from unigraph.graph import Graph
+from unigraph.group_reduce import widened_dtype
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, glorot_
 from unigraph.nn.lazy import LAZY, make_linear
@@ -93,12 +94,15 @@ class ClusterGCNConv(MessagePassing):
             if summed is not None:
                 summed = looped.edge_values(summed, summed.new_ones(looped.num_loops))
             g = looped.graph
-        summed = summed.to(dtype) if summed is not None else torch.ones(g.num_edges, dtype=dtype, device=g.device)
+        # summed and divided in float32 at least, rounded to dtype once (a half-precision sum of a
+        # hub's weights stops growing at 256 or 2,048)
+        wide = widened_dtype(dtype)
+        summed = summed.to(wide) if summed is not None else torch.ones(g.num_edges, dtype=wide, device=g.device)
         # PyG counts edge_index[1] whichever the flow: the destination, or on a reversed graph the source
         side = g.dst if self.flow == "source_to_target" else g.src
         inverse = 1. / summed.new_zeros(g.num_dst_nodes).index_add(0, side, summed).clamp(min=1.)
         weights = inverse.index_select(0, side)
-        return g, torch.where(g.src == g.dst, weights + self.diag_lambda * weights, weights)
+        return g, torch.where(g.src == g.dst, weights + self.diag_lambda * weights, weights).to(dtype)
 
     def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
         return edge_weight.view(-1, 1) * x_j

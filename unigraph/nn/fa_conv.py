@@ -10,6 +10,7 @@ from torch import Tensor
 from unigraph import ops
 from unigraph.call_forms import is_graph_object
 from unigraph.graph import Graph
+from unigraph.group_reduce import widened, widened_dtype
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_rows
 from unigraph.nn.checks import check_probability, check_width, edge_input, reset_module
@@ -28,9 +29,12 @@ def symmetric_norm(g: Graph, weights: Tensor | None, add_self_loops: bool, dtype
     the weights :math:`w_{j,i} / \\sqrt{d_j d_i}`, :math:`d` the weighted in-degree of that graph.
     A node's loop weighs 1, plus the weights of its existing loops with ``add_to_existing_loops``
     (PyG's torch sparse path adds the identity to the matrix); otherwise the existing loops are
-    dropped (PyG's other paths, which have no weights there)."""
-    if weights is None:
-        weights = torch.ones(g.num_edges, dtype=dtype, device=g.device)
+    dropped (PyG's other paths, which have no weights there). Summed and normalized in float32 at
+    least (``group_reduce.widened``: a half-precision sum of a hub's weights stops growing at 256 or
+    2,048), rounded to ``dtype`` once."""
+    out_dtype = weights.dtype if weights is not None else dtype
+    weights = widened(weights) if weights is not None else torch.ones(g.num_edges, dtype=widened_dtype(dtype),
+                                                                       device=g.device)
     if add_self_loops:
         looped = with_self_loops(g)
         loops = torch.ones(looped.num_loops, dtype=weights.dtype, device=weights.device)
@@ -41,7 +45,7 @@ def symmetric_norm(g: Graph, weights: Tensor | None, add_self_loops: bool, dtype
     degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
     inverse = degree.pow(-0.5)
     inverse = inverse.masked_fill(torch.isinf(inverse), 0.0)
-    return g, inverse.index_select(0, g.src) * weights * inverse.index_select(0, g.dst)
+    return g, (inverse.index_select(0, g.src) * weights * inverse.index_select(0, g.dst)).to(out_dtype)
 
 
 class FAConv(MessagePassing):

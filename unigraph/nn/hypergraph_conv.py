@@ -11,6 +11,7 @@ from torch.nn import Parameter
 from unigraph import ops
 from unigraph.call_forms import propagate_structure
 from unigraph.graph import Graph
+from unigraph.group_reduce import widened, widened_dtype
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import check_positive, check_width, glorot_, reset_module
 from unigraph.nn.dropout import check_p, dropout
@@ -204,13 +205,16 @@ def _per_hyperedge(who: str, value: Tensor | None, num_edges: int, name: str, ve
 
 def _normalizers(g: Graph, hyperedge_weight: Tensor | None, like: Tensor) -> tuple[Tensor, Tensor]:
     """Per incidence (the edges of ``g``): :math:`1 / B_{ee}` of its hyperedge and :math:`1 / D_{ii}`
-    of its node (the sizes count incidences; the degrees sum hyperedge weights)."""
+    of its node (the sizes count incidences; the degrees sum hyperedge weights). Summed and
+    inverted in float32 at least, rounded once (a half-precision sum stops growing at 256 or 2,048)."""
     if hyperedge_weight is None:
         hyperedge_weight = like.new_ones(g.num_dst_nodes)
-    per_incidence = hyperedge_weight.index_select(0, g.dst)
-    node_degree = hyperedge_weight.new_zeros(g.num_src_nodes).index_add(0, g.src, per_incidence)
-    edge_size = torch.bincount(g.dst, minlength=g.num_dst_nodes).to(like.dtype)
-    return _inverse(edge_size).index_select(0, g.dst), _inverse(node_degree).index_select(0, g.src)
+    given, wide = hyperedge_weight.dtype, widened(hyperedge_weight)
+    per_incidence = wide.index_select(0, g.dst)
+    node_degree = wide.new_zeros(g.num_src_nodes).index_add(0, g.src, per_incidence)
+    edge_size = torch.bincount(g.dst, minlength=g.num_dst_nodes).to(widened_dtype(like.dtype))
+    return (_inverse(edge_size).to(like.dtype).index_select(0, g.dst),
+            _inverse(node_degree).to(given).index_select(0, g.src))
 
 
 def _inverse(value: Tensor) -> Tensor:

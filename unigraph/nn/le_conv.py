@@ -8,6 +8,7 @@ from torch import Tensor
 
 from unigraph.call_forms import resolve
 from unigraph.graph import Graph
+from unigraph.group_reduce import widened
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.pyg_arguments import oriented
 from unigraph.nn.checks import channels_pair, check_positive, edge_input, node_inputs
@@ -99,7 +100,9 @@ class LEConv(MessagePassing):
 
 
 def _in_weights(g: Graph, weights: Tensor | None, dtype: torch.dtype) -> Tensor:
-    """Each destination's summed in-edge weights (its in-degree without weights)."""
+    """Each destination's summed in-edge weights (its in-degree without weights), summed in float32
+    at least and rounded once (a half-precision sum of a hub's weights stops growing at 256 or 2,048)."""
     if weights is None:
         return g.in_degree_counts().to(dtype)
-    return weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights).to(dtype)
+    wide = widened(weights)
+    return wide.new_zeros(g.num_dst_nodes).index_add(0, g.dst, wide).to(dtype)

@@ -9,6 +9,7 @@ from torch.nn import Linear, Parameter, ReLU, Sequential, Sigmoid
 
 from unigraph.call_forms import is_sparse_adjacency, resolve
 from unigraph.graph import Graph
+from unigraph.group_reduce import widened, widened_dtype
 from unigraph.message_passing import MessagePassing
 from unigraph.message_passing.inputs import check_graph, check_rows
 from unigraph.message_passing.pyg_arguments import oriented
@@ -127,8 +128,11 @@ class PDNConv(MessagePassing):
         if g.is_bipartite:
             raise ValueError(f"{who}(normalize=True) needs a square adjacency (one node set), got {g.num_src_nodes} "
                              f"source and {g.num_dst_nodes} destination nodes; pass normalize=False for a block")
-        if weights is None:
-            weights = torch.ones(g.num_edges, dtype=dtype, device=g.device)
+        # summed and normalized in float32 at least, rounded once (a half-precision sum of a hub's
+        # weights stops growing at 256 or 2,048)
+        given = weights.dtype if weights is not None else dtype
+        weights = (widened(weights) if weights is not None
+                   else torch.ones(g.num_edges, dtype=widened_dtype(dtype), device=g.device))
         if self.add_self_loops:
             looped = with_self_loops(g)
             if replace_loops:
@@ -139,7 +143,7 @@ class PDNConv(MessagePassing):
         degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
         inverse_sqrt = degree.pow(-0.5)
         inverse_sqrt = inverse_sqrt.masked_fill(torch.isinf(inverse_sqrt), 0.0)
-        return g, inverse_sqrt.index_select(0, g.src) * weights * inverse_sqrt.index_select(0, g.dst)
+        return g, (inverse_sqrt.index_select(0, g.src) * weights * inverse_sqrt.index_select(0, g.dst)).to(given)
 
     def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
         return edge_weight.view(-1, 1) * x_j

@@ -6,6 +6,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from unigraph.group_reduce import widened, widened_dtype
 from unigraph.message_passing import MessagePassing
 from unigraph.nn.checks import edge_input, node_inputs
 from unigraph.nn.projection import dense
@@ -74,11 +75,14 @@ class WLConvContinuous(MessagePassing):
                              f"{list(x_src.shape)} and {list(x_dst.shape)}")
         weights = edge_input(g, call.edge_weight, who, "edge_weight", vector=True)
         out = self.propagate(g, x=x_src, edge_weight=weights)
-        if weights is None:
-            weights = torch.ones(g.num_edges, dtype=out.dtype, device=out.device)
+        # the degree summed and inverted in float32 at least, rounded once (a half-precision sum of a
+        # hub's weights stops growing at 256 or 2,048)
+        given = weights.dtype if weights is not None else out.dtype
+        weights = (widened(weights) if weights is not None
+                   else torch.ones(g.num_edges, dtype=widened_dtype(out.dtype), device=out.device))
         degree = weights.new_zeros(g.num_dst_nodes).index_add(0, g.dst, weights)
         inverse = 1.0 / degree
-        inverse = inverse.masked_fill(inverse == float("inf"), 0.0)
+        inverse = inverse.masked_fill(inverse == float("inf"), 0.0).to(given)
         out = inverse.view(-1, 1) * out
         return out if x_dst is None else 0.5 * (dense(x_dst) + out)
 
