@@ -33,3 +33,17 @@ def test_edge_attr_beside_a_sparse_adjacency_follows_its_storage_order(name, for
         assert_same(theirs, ours, x, adj, edge_attr)
     else:   # (PyG's layers write into a torch sparse leaf that requires grad: compare outputs)
         torch.testing.assert_close(ours(x, adj, edge_attr), theirs(x, adj, edge_attr), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("make, setting", [
+    (lambda: U.GATConv(6, 4, heads=2, edge_dim=3), "edge_dim"),
+    (lambda: U.GeneralConv(6, 4, in_edge_channels=3), "in_edge_channels"),
+    (lambda: U.CGConv(6, dim=3), "dim"),
+])
+def test_edge_features_of_the_wrong_width_are_named_as_edge_features(make, setting):
+    """The error names edge rows and the layer's setting for their width, not nodes and in_channels."""
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    with pytest.raises(ValueError, match=rf"edge_attr with 3 features \(its {setting}\), got 5"):
+        make()(torch.randn(3, 6), edge_index, torch.randn(3, 5))
+    with pytest.raises(ValueError, match=r"edge_attr of shape \[num_edges, 3\]"):
+        make()(torch.randn(3, 6), edge_index, torch.randn(3, 3, 1))

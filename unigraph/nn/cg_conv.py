@@ -105,7 +105,7 @@ class CGConv(MessagePassing):
                                  "pass dim=<features>")
             if edge_attr.dim() == 1 and self.dim == 1:
                 edge_attr = edge_attr.view(-1, 1)
-            check_width(edge_attr, self.dim, who, "edge_attr")
+            check_width(edge_attr, self.dim, who, "edge_attr", "dim", "num_edges")
         return None if edge_attr is None else linear(edge_attr, weight)
 
     def message(self, x_i: Tensor, x_j: Tensor, gates_edge: Tensor | None) -> Tensor:

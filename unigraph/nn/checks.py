@@ -13,13 +13,16 @@ from unigraph.message_passing.inputs import check_graph, check_rows, split_pair
 from unigraph.nn.lazy import check_in_channels, materialize
 
 
-def check_width(x: Tensor | None, expected: int, who: str, name: str = "x") -> None:
+def check_width(x: Tensor | None, expected: int, who: str, name: str = "x", setting: str = "in_channels",
+                rows: str = "num_nodes") -> None:
+    """``x`` is ``[rows, expected]`` (None passes); ``setting`` names the layer's argument that says
+    ``expected`` (``edge_dim`` for edge features, with ``rows="num_edges"``)."""
     if x is None:
         return
     if x.dim() != 2:
-        raise ValueError(f"{who} expects {name} of shape [num_nodes, {expected}], got {list(x.shape)}")
+        raise ValueError(f"{who} expects {name} of shape [{rows}, {expected}], got {list(x.shape)}")
     if x.shape[1] != expected:
-        raise ValueError(f"{who} expects {name} with {expected} features (its in_channels), got {x.shape[1]}")
+        raise ValueError(f"{who} expects {name} with {expected} features (its {setting}), got {x.shape[1]}")
 
 
 def node_inputs(g: Any, x: Any, who: str, widths: tuple[int, int] | None = None,

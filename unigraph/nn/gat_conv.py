@@ -120,7 +120,7 @@ def checked_edge_attr(layer: torch.nn.Module, g: Graph, edge_attr: Tensor | None
         raise ValueError(f"{who} got edge_attr but was built without edge_dim; pass edge_dim=<features>")
     if edge_attr.dim() == 1:
         edge_attr = edge_attr.view(-1, 1)
-    check_width(edge_attr, layer.edge_dim, who, "edge_attr")
+    check_width(edge_attr, layer.edge_dim, who, "edge_attr", "edge_dim", "num_edges")
     return edge_attr
 
 

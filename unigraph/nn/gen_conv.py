@@ -207,7 +207,7 @@ class GENConv(MessagePassing):
                              "sparse adjacency's one value per edge is a weight, which GENConv does not take)")
         if hasattr(self, "lin_edge"):
             if self.edge_dim != LAZY:
-                check_width(edge_attr, self.edge_dim, who, "edge_attr")
+                check_width(edge_attr, self.edge_dim, who, "edge_attr", "edge_dim", "num_edges")
             return self.lin_edge(edge_attr)
         if edge_attr.shape[1] != self.out_channels:
             raise ValueError(f"{who} expects edge_attr with {self.out_channels} features (out_channels; set edge_dim "

@@ -164,7 +164,7 @@ class GeneralConv(MessagePassing):
             raise ValueError(f"{who} expects edge_attr of shape [num_edges, {self.in_edge_channels}], got "
                              f"{list(edge_attr.shape)}")
         if self.in_edge_channels != LAZY:
-            check_width(edge_attr, self.in_edge_channels, who, "edge_attr")
+            check_width(edge_attr, self.in_edge_channels, who, "edge_attr", "in_edge_channels", "num_edges")
         return towards, self.lin_edge(edge_attr).view(heads)
 
     def _attention(self, g: Graph, x_src: Tensor, x_dst: Tensor, h_src: Tensor, edge_term: Tensor | None,

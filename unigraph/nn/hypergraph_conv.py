@@ -144,7 +144,7 @@ class HypergraphConv(MessagePassing):
             raise ValueError(f"{who}(use_attention=True) needs hyperedge_attr, the [num_edges, {self._widths[0]}] "
                              "hyperedge features")
         hyperedge_attr = _per_hyperedge(who, hyperedge_attr, g.num_dst_nodes, "hyperedge_attr")
-        check_width(hyperedge_attr, self._widths[0], who, "hyperedge_attr")
+        check_width(hyperedge_attr, self._widths[0], who, "hyperedge_attr", rows="num_hyperedges")
         return hyperedge_attr
 
     def _attention(self, g: Graph, h: Tensor, hyperedge_attr: Tensor) -> Tensor:

@@ -244,5 +244,5 @@ def pseudo_coordinates(edge_attr: Tensor | None, dim: int, who: str, note: str =
         raise ValueError(f"{who} needs edge_attr: the pseudo-coordinates [num_edges, dim={dim}]{note}")
     if edge_attr.dim() == 1 and dim == 1:
         edge_attr = edge_attr.view(-1, 1)
-    check_width(edge_attr, dim, who, "edge_attr")
+    check_width(edge_attr, dim, who, "edge_attr", "dim", "num_edges")
     return edge_attr

@@ -117,7 +117,7 @@ class PDNConv(MessagePassing):
             return None
         if edge_attr.dim() == 1 and self.edge_dim == 1:
             edge_attr = edge_attr.view(-1, 1)
-        check_width(edge_attr, self.edge_dim, who, "edge_attr")
+        check_width(edge_attr, self.edge_dim, who, "edge_attr", "edge_dim", "num_edges")
         return self.mlp(edge_attr).squeeze(-1)
 
     def _normalized(self, g: Graph, weights: Tensor | None, dtype: torch.dtype,

@@ -125,7 +125,7 @@ class PNAConv(MessagePassing):
             if self.edge_dim is None:
                 raise ValueError(f"{who} got edge_attr but was built without edge_dim; pass edge_dim=<features>")
             edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
-            check_width(edge_attr, self.edge_dim, who, "edge_attr")
+            check_width(edge_attr, self.edge_dim, who, "edge_attr", "edge_dim", "num_edges")
         h_src, h_dst = self._per_tower(x_src), self._per_tower(x_dst)
         messages = self.message(h_dst.index_select(0, g.dst), h_src.index_select(0, g.src), edge_attr)
         out = self.aggregate(messages, g)
