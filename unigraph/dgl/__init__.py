@@ -26,6 +26,7 @@ from unigraph.dgl.convert import (
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.convert import bipartite_from_networkx, block_to_graph, to_networkx
 from unigraph.dgl.heterograph import DGLHeteroGraph
+from unigraph.dgl.merge import merge
 from unigraph.dgl.positional import LapPE, lap_pe, shortest_dist
 from unigraph.dgl.readout import (
     broadcast_edges, broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
