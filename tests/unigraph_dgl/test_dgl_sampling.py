@@ -294,7 +294,9 @@ def test_errors():
                                                                 torch.zeros(3, dtype=torch.long))),
         (DGLError, "entries for traces", lambda: sampling.pack_traces(torch.zeros(2, 3, dtype=torch.long),
                                                                        torch.zeros(2, dtype=torch.long))),
-        (NotImplementedError, "sample_labors", lambda: sampling.sample_labors(g, [0], 2)),
+        (NotImplementedError, "LABOR-i", lambda: sampling.sample_labors(g, [0], 2, importance_sampling=1)),
+        (NotImplementedError, "seed2_contribution", lambda: sampling.sample_labors(g, [0], 2, seed2_contribution=0.5)),
+        (DGLError, "random_seed", lambda: sampling.sample_labors(g, [0], 2, random_seed=1.5)),
         (AttributeError, "no attribute", lambda: sampling.not_a_dgl_function),
     ]
     for error, match, call in bad:
