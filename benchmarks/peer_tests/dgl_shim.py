@@ -70,7 +70,8 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-STAND_INS = "UNIGRAPH_DGL_STAND_INS"   # comma-separated dgl functions a file imports but unigraph lacks
+EXTRA = "UNIGRAPH_DGL_EXTRA"   # comma-separated modules whose __all__ joins unigraph.dgl in the run (work in progress)
+STAND_INS = "UNIGRAPH_DGL_STAND_INS"   # comma-separated dgl functions (or "module.*") a file imports but unigraph lacks
 
 
 def _stand_in(name: str):
@@ -93,6 +94,18 @@ def install(name: str) -> None:
     sys.meta_path.insert(0, _Alias())
     module.__path__ = []  # submodules come from the finder above, never from a folder
     for missing in filter(None, os.environ.get(STAND_INS, "").split(",")):
-        setattr(module, missing, _stand_in(missing))
+        if missing.endswith(".*"):   # a whole module (``import dgl.partition``): every attribute a stand-in
+            stub = types.ModuleType(f"{name}.{missing[:-2]}")
+            stub.__getattr__ = lambda attr, prefix=missing[:-2]: _stand_in(f"{prefix}.{attr}")
+            sys.modules[stub.__name__] = stub
+            setattr(module, missing[:-2], stub)
+        else:
+            setattr(module, missing, _stand_in(missing))
+    for extra in filter(None, os.environ.get(EXTRA, "").split(",")):   # a module's names not exported yet
+        import unigraph.dgl.transforms as transforms
+        found = importlib.import_module(extra)
+        for attr in getattr(found, "__all__", ()):
+            setattr(face, attr, getattr(found, attr))
+            setattr(transforms, attr, getattr(found, attr))
     module.__getattr__ = lambda attr: getattr(face, attr)
     module.__dir__ = lambda: sorted(set(dir(face)) | {"backend"})

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from unigraph.dgl import function as fn
 from unigraph.dgl.base import EID, NID, DGLError, is_all
+from unigraph.dgl.transform_base import BaseTransform
 from unigraph.dgl.convert import heterograph
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heteroblock import DGLHeteroBlock
@@ -107,7 +108,7 @@ def remove_self_loop(g: Any, etype: Any = None):
     return remove_edges(g, (src == dst).nonzero().flatten(), etype=cet)
 
 
-class AddSelfLoop:
+class AddSelfLoop(BaseTransform):
     """DGL's ``transforms.AddSelfLoop``: on every relation that joins one node type, remove its
     self-loops (unless ``allow_duplicate``), then add one per node (features as
     :func:`add_self_loop` fills them). ``new_etypes``: also a relation ``(t, 'self', t)`` of
@@ -133,7 +134,7 @@ class AddSelfLoop:
         return _restructured(g, data, copy_edata=True)
 
 
-class AddReverse:
+class AddReverse(BaseTransform):
     """DGL's ``transforms.AddReverse``: for a relation ``(u, e, v)`` between two node types, a new
     relation ``(v, 'rev_e', u)`` of its edges reversed; a relation within one node type gets the
     reversed edges appended to itself (or, with ``sym_new_etype``, a new ``rev_e`` relation too).
@@ -309,7 +310,8 @@ def to_bidirected(g: Any, copy_ndata: bool = False, readonly: Any = None) -> DGL
 def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = False, copy_ndata: bool = True,
               copy_edata: bool = False):
     """One edge per ordered pair, sorted by (source, destination); ``edata[return_counts]`` holds
-    how many edges each replaced."""
+    how many edges each replaced; with ``copy_edata`` each edge has the features of the first
+    (lowest id) edge it replaced and ``edata[dgl.EID]`` that edge's id, as in DGL."""
     g = _homogeneous(g, "to_simple")
     src, dst = g._coo()
     pair_src, pair_dst, inverse = unique_pairs(src, dst)
@@ -321,6 +323,7 @@ def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = Fa
         first = first.scatter_reduce(0, inverse, torch.arange(src.numel(), device=g.device), "amin")
         for key, value in g.edata.items():
             out.edata[key] = value[first]
+        out.edata[EID] = g._out_ids(first)
     return (out, g._out_ids(inverse)) if writeback_mapping else out
 
 
