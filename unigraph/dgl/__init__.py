@@ -35,6 +35,14 @@ from unigraph.dgl.neighbor_sampling import sort_csc_by_tag, sort_csr_by_tag
 from unigraph.dgl.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
 from unigraph.dgl.reorder import reorder_graph
 from unigraph.dgl.subgraph import edge_type_subgraph, khop_in_subgraph, khop_out_subgraph, node_type_subgraph
+from unigraph.dgl.augment_transforms import (
+    AddEdge, DropEdge, DropNode, FeatMask, NodeShuffle, RandomWalkPE, RowFeatNormalizer, SVDPE, ToLevi, random_walk_pe,
+    svd_pe)
+from unigraph.dgl.diffusion_transforms import GCNNorm, GDC, HeatKernel, PPR, SIGNDiffusion
+from unigraph.dgl.structure_transforms import (
+    AddMetaPaths, KHopGraph, LineGraph, RemoveSelfLoop, ToSimple, compact_graphs, khop_adj, khop_graph,
+    laplacian_lambda_max, line_graph, norm_by_dst)
+from unigraph.dgl.transform_base import BaseTransform, Compose
 from unigraph.dgl.traversal import (
     bfs_edges_generator, bfs_nodes_generator, dfs_edges_generator, dfs_labeled_edges_generator,
     topological_nodes_generator)

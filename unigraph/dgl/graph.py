@@ -879,6 +879,22 @@ class DGLGraph(GraphAPI, Graph):
         if bool((counts < 0).any()) or int(counts.sum()) != total:
             raise DGLError(f"the batch counts of {what} sum to {int(counts.sum())}, the graph has {total}")
 
+    # ------------------------------------------------------------------ transforms as methods (DGL's aliases)
+    def reverse(self, *args: Any, **kwargs: Any):
+        """With arguments, DGL's ``g.reverse(copy_ndata=True, copy_edata=False)``
+        (:func:`unigraph.dgl.transforms.reverse`). Without any, the core :meth:`unigraph.Graph.reverse`
+        as before (every feature along and the built formats swapped, which unigraph's own kernels
+        rely on), where DGL would drop the edge features."""
+        if not args and not kwargs:
+            return super().reverse()
+        from unigraph.dgl.transforms import reverse   # (transforms imports this module)
+        return reverse(self, *args, **kwargs)
+
+    def line_graph(self, backtracking: bool = True, shared: bool = False) -> "DGLGraph":
+        """DGL's ``g.line_graph`` (:func:`unigraph.dgl.structure_transforms.line_graph`)."""
+        from unigraph.dgl.structure_transforms import line_graph   # (it imports this module)
+        return line_graph(self, backtracking=backtracking, shared=shared)
+
     # ------------------------------------------------------------------ misc
     def clone(self) -> "DGLGraph":
         return self._shallow()
@@ -903,10 +919,11 @@ _EXTRAS = ("_srctype", "_dsttype", "_etype", "_block", "_src_first", "_idtype", 
 
 
 def _paired(u: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """Node id lists of equal length (one id pairs with every id of the other list, as in DGL)."""
-    if u.numel() == 1 and v.numel() > 1:
+    """Node id lists of equal length (one id pairs with every id of the other list, none with an
+    empty one, as in DGL)."""
+    if u.numel() == 1 and v.numel() != 1:
         u = u.expand(v.numel())
-    if v.numel() == 1 and u.numel() > 1:
+    if v.numel() == 1 and u.numel() != 1:
         v = v.expand(u.numel())
     if u.numel() != v.numel():
         raise DGLError(f"u and v must have the same length, got {u.numel()} and {v.numel()}")

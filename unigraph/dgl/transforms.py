@@ -21,21 +21,18 @@ from torch import Tensor
 
 from unigraph.dgl import function as fn
 from unigraph.dgl.base import EID, NID, DGLError, is_all
-from unigraph.dgl.transform_base import BaseTransform
+from unigraph.dgl.transform_base import BaseTransform, Compose  # noqa: F401  (dgl.transforms.Compose)
 from unigraph.dgl.convert import heterograph
 from unigraph.dgl.graph import DGLGraph
 from unigraph.dgl.heteroblock import DGLHeteroBlock
-from unigraph.dgl.heterograph import DGLHeteroGraph, one_relation
+from unigraph.dgl.heterograph import DGLHeteroGraph
 from unigraph.dgl.subgraph import (  # noqa: F401  (dgl.transforms' names for them)
     TypedParts, assemble, edge_subgraph, edge_type_subgraph, in_subgraph, khop_in_subgraph, khop_out_subgraph,
     node_subgraph, node_type_subgraph, out_subgraph, typed_parts, with_features)
 from unigraph.dgl.views import as_ids, first_appearance
 from unigraph.graph import Graph as CoreGraph
 from unigraph.graph import unique_pairs
-
-
-def _homogeneous(g: Any, what: str) -> DGLGraph:
-    return one_relation(g, what, DGLGraph)
+from unigraph.group_reduce import widened, widened_dtype
 
 
 def add_self_loop(g: Any, edge_feat_names: Sequence[str] | None = None, fill_data: Any = 1.0,
@@ -298,33 +295,99 @@ def _graph_only(g: Any, what: str):
     return g
 
 
-def to_bidirected(g: Any, copy_ndata: bool = False, readonly: Any = None) -> DGLGraph:
-    """Every edge in both directions, without repeats: one edge per ordered pair, sorted by
-    (source, destination). Edge features are dropped, node features kept with ``copy_ndata``."""
-    g = _homogeneous(g, "to_bidirected")
-    src, dst = g._coo()
-    pair_src, pair_dst, _ = unique_pairs(torch.cat([src, dst]), torch.cat([dst, src]))
-    return g._derived(pair_src, pair_dst, keep_ndata=copy_ndata)
+def to_bidirected(g: Any, copy_ndata: bool = False, readonly: Any = None):
+    """Every edge in both directions, without repeats: per relation (each must join one node
+    type, as DGL requires), one edge per ordered pair, sorted by (source, destination). Edge
+    features are dropped, node features kept (shared) with ``copy_ndata``; batch information is
+    dropped, as DGL does. ``readonly`` is deprecated in DGL and does nothing there either."""
+    if readonly is not None:
+        warnings.warn("to_bidirected: readonly is deprecated (DGL ignores it too)", DeprecationWarning, stacklevel=2)
+    _graph_only(g, "to_bidirected")
+    parts = typed_parts(g)
+    between = [cet for cet in parts.relations if cet[0] != cet[2]]
+    if between:
+        raise DGLError(f"to_bidirected is not well defined for unidirectional bipartite graphs, but {between} join "
+                       "two node types")
+    edges = {}
+    for cet, relation in parts.relations.items():
+        src, dst = relation._coo()
+        pair_src, pair_dst, _ = unique_pairs(torch.cat([src, dst]), torch.cat([dst, src]))
+        edges[cet] = (pair_src, pair_dst)
+    return _with_nodes_of(g, assemble(g, parts.counts, edges), copy_ndata)
 
 
-def to_simple(g: Any, return_counts: str = "count", writeback_mapping: bool = False, copy_ndata: bool = True,
-              copy_edata: bool = False):
-    """One edge per ordered pair, sorted by (source, destination); ``edata[return_counts]`` holds
-    how many edges each replaced; with ``copy_edata`` each edge has the features of the first
-    (lowest id) edge it replaced and ``edata[dgl.EID]`` that edge's id, as in DGL."""
-    g = _homogeneous(g, "to_simple")
-    src, dst = g._coo()
-    pair_src, pair_dst, inverse = unique_pairs(src, dst)
-    out = g._derived(pair_src, pair_dst, keep_ndata=copy_ndata)
-    if return_counts:
-        out.edata[return_counts] = torch.bincount(inverse, minlength=pair_src.numel()).to(g.idtype)
-    if copy_edata:
-        first = torch.full((pair_src.numel(),), src.numel(), dtype=torch.int64, device=g.device)
-        first = first.scatter_reduce(0, inverse, torch.arange(src.numel(), device=g.device), "amin")
-        for key, value in g.edata.items():
-            out.edata[key] = value[first]
-        out.edata[EID] = g._out_ids(first)
-    return (out, g._out_ids(inverse)) if writeback_mapping else out
+def _with_nodes_of(g: Any, out: Any, copy_ndata: bool):
+    """``out`` (assembled from ``g``, the same node counts) with ``g``'s node features shared
+    when ``copy_ndata``."""
+    return with_features(g, out, {t: None for t in typed_parts(g).counts} if copy_ndata else {}, {}, False)
+
+
+SIMPLE_AGGREGATORS = ("arbitrary", "sum", "mean")
+
+
+def to_simple(g: Any, return_counts: str | None = "count", writeback_mapping: bool = False, copy_ndata: bool = True,
+              copy_edata: bool = False, aggregator: str = "arbitrary"):
+    r"""One edge per ordered pair of each relation, sorted by (source, destination) (DGL's
+    ``dgl.to_simple``, graphs and heterographs). ``copy_ndata``: node features shared.
+    ``copy_edata``: the merged edges' features combined by ``aggregator``:
+
+    * ``'arbitrary'``: the first (lowest id) edge's, and ``edata[dgl.EID]`` that edge's id
+      (int64, as DGL stores it);
+    * ``'sum'`` / ``'mean'``: :math:`\sum_{e \to (u, v)} x_e` / that divided by the count. DGL 2.1
+      fails on integer features; here ``'sum'`` keeps their dtype and ``'mean'`` of integers is
+      in torch's default float dtype.
+
+    ``edata[return_counts]`` (after the copied features, replacing one of that name): how many
+    edges each replaced, in the id type. ``writeback_mapping``: also each input edge's new id
+    (``{canonical etype: ids}`` on a graph of several relations). Batch information is dropped."""
+    if aggregator not in SIMPLE_AGGREGATORS:
+        raise DGLError(f"to_simple: aggregator must be one of {SIMPLE_AGGREGATORS}, got {aggregator!r}")
+    _graph_only(g, "to_simple")
+    parts = typed_parts(g)
+    edges, inverses = {}, {}
+    for cet, relation in parts.relations.items():
+        src, dst = relation._coo()
+        pair_src, pair_dst, inverses[cet] = unique_pairs(src, dst)
+        edges[cet] = (pair_src, pair_dst)
+    out = _with_nodes_of(g, assemble(g, parts.counts, edges), copy_ndata)
+    out_parts = typed_parts(out)
+    for cet, relation in parts.relations.items():
+        inverse, size = inverses[cet], edges[cet][0].numel()
+        store = out_parts.relations[cet].edata
+        counts = torch.bincount(inverse, minlength=size)
+        if copy_edata:
+            for key, value in _merged_edge_features(relation.edata, inverse, counts, aggregator).items():
+                store[key] = value
+        if return_counts:
+            store[return_counts] = counts.to(g.idtype)
+    if not writeback_mapping:
+        return out
+    mapping = {cet: g._out_ids(inverse) for cet, inverse in inverses.items()}
+    return out, (next(iter(mapping.values())) if len(mapping) == 1 else mapping)
+
+
+def _merged_edge_features(edata: Any, inverse: Tensor, counts: Tensor, aggregator: str) -> dict[str, Tensor]:
+    """The features of the merged edges (``inverse``: each old edge's new id; ``counts``: old
+    edges per new one) by ``aggregator`` (see :func:`to_simple`)."""
+    size = counts.numel()
+    if aggregator == "arbitrary":
+        first = torch.full((size,), inverse.numel(), dtype=torch.int64, device=inverse.device)
+        first = first.scatter_reduce(0, inverse, torch.arange(inverse.numel(), device=inverse.device), "amin")
+        out = {key: value[first] for key, value in edata.items()}
+        out[EID] = first
+        return out
+    out = {}
+    for key, value in edata.items():
+        wide = widened(value)   # half precision summed in float32, rounded once (a sum of many repeats)
+        total = wide.new_zeros((size,) + tuple(value.shape[1:])).index_add_(0, inverse, wide)
+        if aggregator == "mean":
+            dtype = value.dtype if value.is_floating_point() else torch.get_default_dtype()
+            total = total.to(widened_dtype(dtype)) / counts.to(widened_dtype(dtype)).reshape(
+                (size,) + (1,) * (value.dim() - 1))
+            out[key] = total.to(dtype)
+        else:
+            out[key] = total.to(value.dtype)
+    return out
 
 
 def reverse(g: Any, copy_ndata: bool = True, copy_edata: bool = False, *, share_ndata: Any = None,
@@ -674,3 +737,24 @@ def to_double(g: Any):
 
 # DGL keeps these functions in the module dgl.transforms.functional: here it is this module
 functional = sys.modules[__name__]
+
+
+# dgl.transforms' names that live in modules importing this one (each loaded on first use here;
+# ``unigraph.dgl`` imports them at once)
+_ELSEWHERE = {
+    **dict.fromkeys(("line_graph", "khop_adj", "khop_graph", "compact_graphs", "laplacian_lambda_max", "norm_by_dst",
+                     "RemoveSelfLoop", "ToSimple", "LineGraph", "KHopGraph", "AddMetaPaths"),
+                    "unigraph.dgl.structure_transforms"),
+    **dict.fromkeys(("GCNNorm", "PPR", "HeatKernel", "GDC", "SIGNDiffusion"), "unigraph.dgl.diffusion_transforms"),
+    **dict.fromkeys(("NodeShuffle", "DropNode", "DropEdge", "AddEdge", "FeatMask", "RowFeatNormalizer", "RandomWalkPE",
+                     "SVDPE", "ToLevi", "random_walk_pe", "svd_pe"), "unigraph.dgl.augment_transforms"),
+    **dict.fromkeys(("LapPE", "lap_pe"), "unigraph.dgl.positional"),
+}
+
+
+def __getattr__(name: str):
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'unigraph.dgl.transforms' has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(module), name)
