@@ -879,21 +879,8 @@ class DGLGraph(GraphAPI, Graph):
         if bool((counts < 0).any()) or int(counts.sum()) != total:
             raise DGLError(f"the batch counts of {what} sum to {int(counts.sum())}, the graph has {total}")
 
-    # ------------------------------------------------------------------ transforms as methods (DGL's aliases)
-    def reverse(self, *args: Any, **kwargs: Any):
-        """With arguments, DGL's ``g.reverse(copy_ndata=True, copy_edata=False)``
-        (:func:`unigraph.dgl.transforms.reverse`). Without any, the core :meth:`unigraph.Graph.reverse`
-        as before (every feature along and the built formats swapped, which unigraph's own kernels
-        rely on), where DGL would drop the edge features."""
-        if not args and not kwargs:
-            return super().reverse()
-        from unigraph.dgl.transforms import reverse   # (transforms imports this module)
-        return reverse(self, *args, **kwargs)
-
-    def line_graph(self, backtracking: bool = True, shared: bool = False) -> "DGLGraph":
-        """DGL's ``g.line_graph`` (:func:`unigraph.dgl.structure_transforms.line_graph`)."""
-        from unigraph.dgl.structure_transforms import line_graph   # (it imports this module)
-        return line_graph(self, backtracking=backtracking, shared=shared)
+    # (DGL's method forms of its transforms, g.reverse(copy_ndata=...) and g.line_graph(...), are
+    # attached by the modules that define the transforms: transforms.py, structure_transforms.py)
 
     # ------------------------------------------------------------------ misc
     def clone(self) -> "DGLGraph":

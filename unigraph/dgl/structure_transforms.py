@@ -329,3 +329,11 @@ class AddMetaPaths(BaseTransform):
             for cet in g.canonical_etypes:
                 data[cet] = g.edges(etype=cet)
         return _restructured(g, data, copy_edata=self.keep_orig_edges)
+
+
+def _line_graph_method(self, backtracking: bool = True, shared: bool = False):
+    """``DGLGraph.line_graph``: DGL's method form of :func:`line_graph`."""
+    return line_graph(self, backtracking=backtracking, shared=shared)
+
+
+DGLGraph.line_graph = _line_graph_method   # (defined here: graph.py sits below this module)

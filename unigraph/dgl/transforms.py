@@ -390,6 +390,16 @@ def _merged_edge_features(edata: Any, inverse: Tensor, counts: Tensor, aggregato
     return out
 
 
+def _reverse_method(self, *args: Any, **kwargs: Any):
+    """``DGLGraph.reverse``: with arguments, DGL's ``g.reverse(copy_ndata=True, copy_edata=False)``
+    (:func:`reverse`); without any, the core :meth:`unigraph.Graph.reverse` as before (every feature
+    along and the built formats swapped, which unigraph's own kernels rely on), where DGL would drop
+    the edge features."""
+    if not args and not kwargs:
+        return CoreGraph.reverse(self)
+    return reverse(self, *args, **kwargs)
+
+
 def reverse(g: Any, copy_ndata: bool = True, copy_edata: bool = False, *, share_ndata: Any = None,
             share_edata: Any = None):
     """Every edge flipped, edge ids kept (DGL's ``dgl.reverse``; a relation ``(u, e, v)`` of a
@@ -738,6 +748,8 @@ def to_double(g: Any):
 # DGL keeps these functions in the module dgl.transforms.functional: here it is this module
 functional = sys.modules[__name__]
 
+
+DGLGraph.reverse = _reverse_method   # DGL's method form (defined here: graph.py sits below this module)
 
 # dgl.transforms' names that live in modules importing this one (each loaded on first use here;
 # ``unigraph.dgl`` imports them at once)
