@@ -32,8 +32,8 @@ from unigraph.dgl.heterograph import DGLHeteroGraph
 from unigraph.dgl.subgraph import assemble, typed_parts
 from unigraph.dgl.transform_base import BaseTransform
 from unigraph.dgl.transforms import (
-    _graph_only, _restructured, metapath_reachable_graph, remove_self_loop, to_simple, unbatch)
-from unigraph.dgl.views import as_ids, first_appearance
+    _graph_only, _restructured, _typed_ids, metapath_reachable_graph, remove_self_loop, to_simple, unbatch)
+from unigraph.dgl.views import first_appearance
 
 __all__ = [
     "line_graph", "khop_adj", "khop_graph", "compact_graphs", "laplacian_lambda_max", "norm_by_dst",
@@ -222,18 +222,7 @@ def compact_graphs(graphs: Any, always_preserve: Any = None, copy_ndata: bool = 
 
 def _preserved(g: Any, counts: dict[str, int], always_preserve: Any) -> dict[str, Tensor]:
     """``always_preserve`` as int64 ids per node type (none for a type left out)."""
-    if always_preserve is None:
-        always_preserve = {}
-    elif not isinstance(always_preserve, Mapping):
-        if len(counts) != 1:
-            raise DGLError(f"compact_graphs: the graphs have node types {list(counts)}; give always_preserve as "
-                           "{node type: ids}")
-        always_preserve = {next(iter(counts)): always_preserve}
-    unknown = [t for t in always_preserve if t not in counts]
-    if unknown:
-        raise DGLError(f"compact_graphs: always_preserve names node types {unknown} the graphs lack ({list(counts)})")
-    return {t: as_ids(always_preserve[t], n, f"always_preserve[{t!r}]", g.device) if t in always_preserve
-            else torch.zeros(0, dtype=torch.int64, device=g.device) for t, n in counts.items()}
+    return _typed_ids(g, counts, {} if always_preserve is None else always_preserve, "always_preserve")
 
 
 # ---------------------------------------------------------------------- spectra and norms
