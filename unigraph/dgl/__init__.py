@@ -7,9 +7,12 @@ passing, samplers and layers, and nothing in unigraph imports it (tests/test_imp
 * graphs: :func:`graph`, :func:`heterograph`, :func:`create_block`, :class:`DGLGraph` (one
   relation; a :class:`unigraph.Graph`), :class:`DGLHeteroGraph` (several), conversions
   (:func:`from_scipy`, :func:`from_networkx`, :func:`to_homogeneous`, ...), transforms
-  (:func:`add_self_loop`, :func:`to_block`, :func:`batch`, ...), ``NID``/``EID``/``ALL``;
+  (:func:`add_self_loop`, :func:`to_block`, :func:`batch`, :func:`merge`, ...) and their module
+  forms (:mod:`~unigraph.dgl.transforms`: ``AddSelfLoop``, ``Compose``, ``DropEdge``, ``GCNNorm``, ...),
+  ``NID``/``EID``/``ALL``;
 * :mod:`~unigraph.dgl.function`, :mod:`~unigraph.dgl.ops`, :mod:`~unigraph.dgl.nn`,
-  :mod:`~unigraph.dgl.dataloading`, :mod:`~unigraph.dgl.data`, :mod:`~unigraph.dgl.init`.
+  :mod:`~unigraph.dgl.sampling`, :mod:`~unigraph.dgl.geometry`, :mod:`~unigraph.dgl.dataloading`,
+  :mod:`~unigraph.dgl.data`, :mod:`~unigraph.dgl.init`.
 
 What differs from DGL is listed in docs/porting_from_dgl.md.
 """
