@@ -117,7 +117,7 @@ class EdgeMessages(MessagePassing):
 
 
 class LocalGlobal(EdgeMessages):
-    """:math:`\gamma(\operatorname{AGG}_j\, h(\mathbf{x}_j \,\Vert\, \mathbf{g}_{j,i}))`, PointNet's
+    r""":math:`\gamma(\operatorname{AGG}_j\, h(\mathbf{x}_j \,\Vert\, \mathbf{g}_{j,i}))`, PointNet's
     form, which PPFConv shares with its own per-edge geometry :math:`\mathbf{g}`: ``local_nn``
     (:math:`h`) and ``global_nn`` (:math:`\gamma`; a missing one is the identity), max by default."""
 
