@@ -57,7 +57,7 @@ def widened(x: Tensor) -> Tensor:
     ``index_add`` of a 1-D float16 tensor accumulates in float16, whose running sum of ones stops
     at 2,048 (bfloat16's at 256), and a group's sum of squares passes float16's 65,504 on a graph
     of a few thousand nodes."""
-    return x.float() if x.is_floating_point() and x.element_size() < 4 else x
+    return x.to(widened_dtype(x.dtype)) if x.is_floating_point() else x
 
 
 def widened_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -190,5 +190,5 @@ def _in_degree_divisor(g: Graph, dtype: torch.dtype) -> Tensor:
     """``max(in_degree, 1)`` as a ``[num_dst, 1]`` column of ``dtype`` (kept on the graph)."""
     def build() -> Tensor:
         with torch.inference_mode(False):  # kept on the graph: a tensor autograd may save, whatever mode built it
-            return g.in_degree_counts().clamp(min=1).to(dtype).unsqueeze(1)
+            return small_graph_lane.mean_divisor(g.in_degree_counts(), dtype)
     return g.memo(("unigraph.ops.native_lane", "divisor", dtype), build)

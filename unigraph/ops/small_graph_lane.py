@@ -74,6 +74,12 @@ def _sum(src: Tensor, dst: Tensor, u: Tensor, w: Tensor | None, num_dst: int, co
     return out
 
 
+def mean_divisor(counts: Tensor, dtype: torch.dtype) -> Tensor:
+    """``max(counts, 1)`` as a ``[n, 1]`` column of ``dtype``: what a mean divides each row's sum by
+    (``coo.divide_rows`` divides by the same values inside its kernel)."""
+    return counts.clamp(min=1).to(dtype).unsqueeze(1)
+
+
 def _divided(x: Tensor, counts: Tensor) -> Tensor:
     """``x / max(counts, 1)`` row by row, torch's bits (``coo.divide_rows``), as a new tensor."""
     out = alloc.empty(tuple(x.shape), x.dtype)
@@ -147,7 +153,7 @@ class CooSum(torch.autograd.Function):
         u, w, src, dst, counts = ctx.saved_tensors
         if counts is not None:   # a mean: the division's gradient first, as autograd's for `sum / divisor`
             if torch.is_grad_enabled() and grad_out.requires_grad:   # a double backward records it
-                grad_out = grad_out / counts.clamp(min=1).to(grad_out.dtype).unsqueeze(1)
+                grad_out = grad_out / mean_divisor(counts, grad_out.dtype)
             else:
                 grad_out = _divided(grad_out, counts)
         grad_u = grad_w = None
